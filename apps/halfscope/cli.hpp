@@ -1,0 +1,46 @@
+// Shared pieces of the halfscope command-line tool. Each subcommand lives in its own file and
+// registers itself with `register_<name>(app, globals)`; main.cpp maps exceptions to exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "halfscope/core/device.hpp"
+
+namespace halfscope::cli {
+
+/// Options every subcommand sees.
+struct Globals {
+  std::string device = "auto";  // auto | cpu | cuda
+  bool quiet = false;
+  bool verbose = false;
+  [[nodiscard]] DeviceKind device_kind() const { return parse_device_kind(device); }
+};
+
+/// Messages for the user on stderr, honouring --quiet / --verbose.
+void info(const Globals& g, const std::string& message);     // normal progress; hidden by --quiet
+void detail(const Globals& g, const std::string& message);   // only with --verbose
+void warn(const std::string& message);                        // always shown
+
+/// A progress bar on stderr when stderr is a terminal and not --quiet; silent otherwise.
+class Progress {
+ public:
+  Progress(const Globals& g, std::string label, long long total);
+  ~Progress();
+  void update(long long done);
+
+ private:
+  bool active_;
+  std::string label_;
+  long long total_;
+  int last_percent_ = -1;
+};
+
+void register_info(CLI::App& app, Globals& g);
+void register_convert(CLI::App& app, Globals& g);
+void register_bench(CLI::App& app, Globals& g);
+void register_demo(CLI::App& app, Globals& g);
+
+}  // namespace halfscope::cli

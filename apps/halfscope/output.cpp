@@ -1,0 +1,38 @@
+// Messages and the progress bar shared by the subcommands.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli.hpp"
+
+namespace halfscope::cli {
+
+void info(const Globals& g, const std::string& message) {
+  if (!g.quiet) std::cerr << message << "\n";
+}
+
+void detail(const Globals& g, const std::string& message) {
+  if (g.verbose && !g.quiet) std::cerr << message << "\n";
+}
+
+void warn(const std::string& message) { std::cerr << "halfscope: warning: " << message << "\n"; }
+
+Progress::Progress(const Globals& g, std::string label, long long total)
+    : active_(!g.quiet && ::isatty(STDERR_FILENO) && total > 0), label_(std::move(label)), total_(total) {}
+
+Progress::~Progress() {
+  if (active_ && last_percent_ >= 0) std::cerr << "\n";
+}
+
+void Progress::update(long long done) {
+  if (!active_) return;
+  const int percent = static_cast<int>(100 * done / total_);
+  if (percent == last_percent_) return;
+  last_percent_ = percent;
+  const int width = 30, filled = percent * width / 100;
+  std::cerr << "\r" << label_ << " [" << std::string(static_cast<std::size_t>(filled), '#')
+            << std::string(static_cast<std::size_t>(width - filled), ' ') << "] " << percent << "%"
+            << std::flush;
+}
+
+}  // namespace halfscope::cli

@@ -1,0 +1,56 @@
+// Numeric tables as CSV.
+//
+// Reading: comma-separated values, one row per line ('\n' or "\r\n"), spaces and tabs around
+// fields ignored, blank lines and lines starting with '#' skipped, a UTF-8 byte-order mark ignored.
+// Numbers are parsed with std::from_chars (locale-independent); "nan", "inf", "-inf", "infinity"
+// (any case) and a leading '+' are accepted, decimal values too large for float64 become +-inf and
+// too small become +-0. The first row is a header when any of its fields is not a number; fields
+// may be "double-quoted" (with "" for a quote), and a quoted field is always text, never a number.
+// Every row must have as many fields as the first: a ragged row is an IoError naming its line.
+//
+// Writing: one row per line, "\n" endings, integers exactly, floating values in the shortest form
+// that reads back to the same value (std::to_chars), so float64 -> CSV -> float64 is bit-exact.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "halfscope/core/array.hpp"
+
+namespace halfscope::io {
+
+/// A CSV table: the header row's names (empty when the file has no header) and the values as a
+/// float64 array of shape {rows, columns}. A file with no data rows gives {0, columns}.
+struct CsvTable {
+  std::vector<std::string> header;
+  Array data;
+};
+
+/// Parses CSV text held in memory. Throws IoError starting with `name` and naming the line (and
+/// column) at fault: a field that is not a number, a row with the wrong number of fields.
+CsvTable parse_csv_table(std::span<const std::byte> bytes, std::string_view name);
+
+/// Reads a CSV file with its header (see parse_csv_table).
+CsvTable read_csv_table(const std::filesystem::path& path);
+
+/// Parses CSV text into a float64 {rows, columns} array, discarding any header.
+Array parse_csv(std::span<const std::byte> bytes, std::string_view name);
+
+/// Reads a CSV file into a float64 {rows, columns} array, discarding any header.
+Array read_csv(const std::filesystem::path& path);
+
+/// The CSV text for a 1-D array (one column), a 2-D array (rows x columns) or a 0-d array (one
+/// value), of any dtype, with an optional header row (one name per column; quoted where needed
+/// so that it reads back as a header). Throws InvalidInput for other ranks or a header of the
+/// wrong length.
+std::string format_csv(const Array& a, const std::vector<std::string>& header = {});
+
+/// Writes format_csv(a, header) to `path`, atomically.
+void write_csv(const std::filesystem::path& path, const Array& a,
+               const std::vector<std::string>& header = {});
+
+}  // namespace halfscope::io

@@ -1,0 +1,52 @@
+// File plumbing shared by every format: whole-file reads with clear errors, and atomic writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace halfscope::io {
+
+/// Reads a whole file. Throws IoError naming the file when it is missing, a folder or unreadable.
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
+
+/// Checks that `path` can be created: its folder exists and is writable, and `path` is not a
+/// folder. Throws IoError naming the path otherwise. Call before long work so it fails early.
+void check_output_path(const std::filesystem::path& path);
+
+/// Writes one output file atomically. The data goes to a hidden temporary file in the target's
+/// folder; `commit()` flushes it and renames it over the target. Destroyed without commit (an
+/// exception on the way), the temporary is removed and an existing target is left untouched.
+class AtomicOutput {
+ public:
+  explicit AtomicOutput(std::filesystem::path target);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+  /// The temporary file's path, for libraries that write by file name (cfitsio, libmseed).
+  [[nodiscard]] const std::filesystem::path& temp_path() const noexcept { return temp_; }
+  [[nodiscard]] const std::filesystem::path& target() const noexcept { return target_; }
+  /// Appends bytes to the temporary file (opened on first use).
+  void write(std::span<const std::byte> bytes);
+  void write(const std::string& text);
+  /// Makes the file visible under its target name.
+  void commit();
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+/// Writes `bytes` to `path` atomically.
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes);
+
+/// Lower-case extension without the dot, with ".gz"-style double extensions not special-cased.
+std::string extension_of(const std::filesystem::path& path);
+
+}  // namespace halfscope::io

@@ -1,0 +1,281 @@
+#include "halfscope/core/array.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/convert.hpp"
+#include "halfscope/core/device.hpp"
+#include "core/strided.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#endif
+
+namespace halfscope {
+
+std::string_view memory_name(Memory m) noexcept {
+  switch (m) {
+    case Memory::host: return "host";
+    case Memory::pinned: return "pinned";
+    case Memory::device: return "device";
+  }
+  return "unknown";
+}
+
+std::shared_ptr<Buffer> Buffer::allocate(std::int64_t bytes, Memory memory) {
+  if (bytes < 0) throw InvalidInput("Buffer::allocate: negative size " + std::to_string(bytes));
+  // Never a zero-sized allocation: an empty array still has a valid, distinct pointer.
+  const auto size = static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = nullptr;
+#if HALFSCOPE_WITH_CUDA
+  if (memory == Memory::device) {
+    HS_CUDA_CHECK(cudaMalloc(&p, size));
+    return std::shared_ptr<Buffer>(new Buffer(p, bytes, memory));
+  }
+  if (memory == Memory::pinned && cuda_available()) {
+    HS_CUDA_CHECK(cudaMallocHost(&p, size));
+    return std::shared_ptr<Buffer>(new Buffer(p, bytes, memory));
+  }
+#else
+  if (memory == Memory::device)
+    throw Unsupported("device memory requested but halfscope was built without CUDA");
+#endif
+  p = std::aligned_alloc(64, size);
+  if (!p) throw std::bad_alloc();
+  return std::shared_ptr<Buffer>(new Buffer(p, bytes, Memory::host));  // pinned falls back here
+}
+
+Buffer::~Buffer() {
+#if HALFSCOPE_WITH_CUDA
+  // Destructors must not throw: a failed free is ignored (the context may already be gone).
+  if (memory_ == Memory::device) {
+    cudaFree(data_);
+    return;
+  }
+  if (memory_ == Memory::pinned) {
+    cudaFreeHost(data_);
+    return;
+  }
+#endif
+  std::free(data_);
+}
+
+void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory, std::int64_t bytes) {
+  if (bytes <= 0) return;
+  if (dst_memory != Memory::device && src_memory != Memory::device) {
+    std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+    return;
+  }
+#if HALFSCOPE_WITH_CUDA
+  HS_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+#else
+  throw Unsupported("device copy requested but halfscope was built without CUDA");
+#endif
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::int64_t shape_size(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw InvalidInput("negative extent in shape " + shape_to_string(shape));
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+      throw InvalidInput("shape " + shape_to_string(shape) + " has more than 2^63 elements");
+    n *= d;
+  }
+  return n;
+}
+
+Shape c_strides(const Shape& shape) {
+  Shape s(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    s[i] = step;
+    step *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+Shape f_strides(const Shape& shape) {
+  Shape s(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    s[i] = step;
+    step *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+Array::Array(DType dtype, Shape shape, Memory memory)
+    : dtype_(dtype), shape_(std::move(shape)), strides_(c_strides(shape_)) {
+  const std::int64_t n = shape_size(shape_);
+  if (n > std::numeric_limits<std::int64_t>::max() / dtype_size(dtype))
+    throw InvalidInput("array of shape " + shape_to_string(shape_) + " exceeds 2^63 bytes");
+  buffer_ = Buffer::allocate(n * dtype_size(dtype), memory);
+}
+
+Array::Array(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape, Shape strides,
+             std::int64_t offset_bytes)
+    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)),
+      strides_(std::move(strides)), offset_(offset_bytes) {
+  if (!buffer_) throw InvalidInput("Array: null buffer");
+  if (strides_.size() != shape_.size())
+    throw InvalidInput("Array: " + std::to_string(strides_.size()) + " strides for " +
+                       std::to_string(shape_.size()) + " dimensions");
+  const std::int64_t n = shape_size(shape_);
+  if (offset_ < 0) throw InvalidInput("Array: negative byte offset");
+  if (n == 0) return;
+  // The lowest and highest element must both lie inside the buffer.
+  std::int64_t lo = 0, hi = 0;
+  for (std::size_t i = 0; i < shape_.size(); ++i) {
+    const std::int64_t span = (shape_[i] - 1) * strides_[i];
+    (span < 0 ? lo : hi) += span;
+  }
+  const std::int64_t item = dtype_size(dtype_);
+  if (offset_ + lo * item < 0 || offset_ + (hi + 1) * item > buffer_->size())
+    throw InvalidInput("Array: shape " + shape_to_string(shape_) + " with strides " +
+                       shape_to_string(strides_) + " reaches outside its buffer of " +
+                       std::to_string(buffer_->size()) + " bytes");
+}
+
+Array Array::zeros(DType dtype, Shape shape, Memory memory) {
+  Array a(dtype, std::move(shape), memory);
+  if (memory == Memory::device) {
+#if HALFSCOPE_WITH_CUDA
+    HS_CUDA_CHECK(cudaMemset(a.data(), 0, static_cast<std::size_t>(a.nbytes())));
+#endif
+  } else {
+    std::memset(a.data(), 0, static_cast<std::size_t>(a.nbytes()));
+  }
+  return a;
+}
+
+std::int64_t Array::dim(std::int64_t axis) const {
+  if (axis < 0) axis += ndim();
+  if (axis < 0 || axis >= ndim())
+    throw InvalidInput("axis " + std::to_string(axis) + " out of range for " + describe());
+  return shape_[static_cast<std::size_t>(axis)];
+}
+
+std::int64_t Array::size() const noexcept {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape_) n *= d;
+  return n;
+}
+
+Memory Array::memory() const noexcept { return buffer_ ? buffer_->memory() : Memory::host; }
+
+bool Array::is_c_contiguous() const noexcept {
+  const Shape c = c_strides(shape_);
+  for (std::size_t i = 0; i < shape_.size(); ++i)
+    if (shape_[i] > 1 && strides_[i] != c[i]) return false;
+  return true;
+}
+
+bool Array::is_f_contiguous() const noexcept {
+  const Shape f = f_strides(shape_);
+  for (std::size_t i = 0; i < shape_.size(); ++i)
+    if (shape_[i] > 1 && strides_[i] != f[i]) return false;
+  return true;
+}
+
+void* Array::data() noexcept {
+  return buffer_ ? static_cast<std::byte*>(buffer_->data()) + offset_ : nullptr;
+}
+const void* Array::data() const noexcept {
+  return buffer_ ? static_cast<const std::byte*>(buffer_->data()) + offset_ : nullptr;
+}
+
+void Array::check_dtype(DType expected) const {
+  if (expected != dtype_)
+    throw InvalidInput("expected a " + std::string(dtype_name(expected)) + " array, found " + describe());
+}
+
+void Array::check_view2d(DType expected) const {
+  check_dtype(expected);
+  if (ndim() != 2 || (shape_[1] > 1 && strides_[1] != 1))
+    throw InvalidInput("expected a 2-D array with contiguous rows, found " + describe());
+}
+
+double Array::at_as_double(std::int64_t linear_index) const {
+  if (on_device()) throw InvalidInput("at_as_double: " + describe() + " is on the device");
+  if (linear_index < 0 || linear_index >= size())
+    throw InvalidInput("index " + std::to_string(linear_index) + " out of range for " + describe());
+  const std::int64_t off = detail::element_offset(shape_, strides_, linear_index);
+  return visit_dtype(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    return static_cast<double>(static_cast<const T*>(data())[off]);
+  });
+}
+
+Array Array::clone(Memory memory) const {
+  if (empty()) return {};
+  Array out(dtype_, shape_, memory);
+  if (is_c_contiguous()) {
+    copy_bytes(out.data(), out.memory(), data(), this->memory(), nbytes());
+    return out;
+  }
+  if (on_device())
+    throw Unsupported("copying a non-contiguous device array is not supported: " + describe());
+  Array host = memory == Memory::device ? Array(dtype_, shape_) : out;
+  const std::int64_t item = itemsize();
+  auto* dst = static_cast<std::byte*>(host.data());
+  const auto* src = static_cast<const std::byte*>(data());
+  detail::for_each_offset(shape_, strides_, [&](std::int64_t i, std::int64_t off) {
+    std::memcpy(dst + i * item, src + off * item, static_cast<std::size_t>(item));
+  });
+  if (memory == Memory::device) copy_bytes(out.data(), out.memory(), host.data(), Memory::host, nbytes());
+  return out;
+}
+
+Array Array::contiguous() const { return is_c_contiguous() ? *this : clone(); }
+
+Array Array::reshape(Shape shape) const {
+  if (!is_c_contiguous()) throw InvalidInput("reshape needs a C-contiguous array, found " + describe());
+  if (shape_size(shape) != size())
+    throw InvalidInput("cannot reshape " + describe() + " to " + shape_to_string(shape));
+  Shape strides = c_strides(shape);
+  return Array(buffer_, dtype_, std::move(shape), std::move(strides), offset_);
+}
+
+Array Array::select(std::int64_t axis, std::int64_t index) const {
+  const std::int64_t n = dim(axis);
+  if (axis < 0) axis += ndim();
+  if (index < 0 || index >= n)
+    throw InvalidInput("index " + std::to_string(index) + " out of range [0, " + std::to_string(n) +
+                       ") along axis " + std::to_string(axis) + " of " + describe());
+  Shape shape = shape_, strides = strides_;
+  const auto a = static_cast<std::size_t>(axis);
+  const std::int64_t off = offset_ + index * strides_[a] * itemsize();
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(a));
+  strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(a));
+  return Array(buffer_, dtype_, std::move(shape), std::move(strides), off);
+}
+
+Array Array::slice(std::int64_t axis, std::int64_t start, std::int64_t stop) const {
+  const std::int64_t n = dim(axis);
+  if (axis < 0) axis += ndim();
+  if (start < 0 || stop > n || start > stop)
+    throw InvalidInput("slice [" + std::to_string(start) + ", " + std::to_string(stop) +
+                       ") out of range along axis " + std::to_string(axis) + " of " + describe());
+  Shape shape = shape_;
+  const auto a = static_cast<std::size_t>(axis);
+  shape[a] = stop - start;
+  return Array(buffer_, dtype_, std::move(shape), strides_, offset_ + start * strides_[a] * itemsize());
+}
+
+std::string Array::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_to_string(shape_) + " " +
+         std::string(memory_name(memory()));
+}
+
+}  // namespace halfscope

@@ -1,0 +1,103 @@
+#include "halfscope/io/file.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "halfscope/core/error.hpp"
+
+namespace halfscope::io {
+
+namespace fs = std::filesystem;
+
+std::vector<std::byte> read_file_bytes(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw IoError(path.string() + ": no such file");
+  if (fs::is_directory(path, ec)) throw IoError(path.string() + ": is a folder, expected a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(in.tellg());
+  in.seekg(0, std::ios::beg);
+  std::vector<std::byte> bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)));
+  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size))
+    throw IoError(path.string() + ": read failed after " + std::to_string(in.gcount()) + " of " +
+                  std::to_string(size) + " bytes");
+  return bytes;
+}
+
+void check_output_path(const fs::path& path) {
+  std::error_code ec;
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (path.filename().empty()) throw IoError(path.string() + ": output path names no file");
+  if (!fs::exists(folder, ec))
+    throw IoError(path.string() + ": output folder " + folder.string() + " does not exist");
+  if (!fs::is_directory(folder, ec))
+    throw IoError(path.string() + ": " + folder.string() + " is not a folder");
+  if (fs::is_directory(path, ec)) throw IoError(path.string() + ": is a folder, expected a file name");
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw IoError(path.string() + ": output folder " + folder.string() + " is not writable");
+}
+
+AtomicOutput::AtomicOutput(fs::path target) : target_(std::move(target)) {
+  check_output_path(target_);
+  std::random_device rd;
+  const fs::path folder = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  temp_ = folder / ("." + target_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(rd()));
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (file_) std::fclose(file_);
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove(temp_, ec);
+  }
+}
+
+void AtomicOutput::write(std::span<const std::byte> bytes) {
+  if (!file_) {
+    file_ = std::fopen(temp_.c_str(), "wb");
+    if (!file_) throw IoError(target_.string() + ": cannot create: " + std::strerror(errno));
+  }
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
+    throw IoError(target_.string() + ": write failed: " + std::strerror(errno));
+}
+
+void AtomicOutput::write(const std::string& text) {
+  write(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+void AtomicOutput::commit() {
+  if (file_) {
+    const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+    std::fclose(file_);
+    file_ = nullptr;
+    if (!ok) throw IoError(target_.string() + ": write failed: " + std::strerror(errno));
+  }
+  std::error_code ec;
+  if (!fs::exists(temp_, ec))
+    throw IoError(target_.string() + ": nothing was written (internal error)");
+  fs::rename(temp_, target_, ec);
+  if (ec) throw IoError(target_.string() + ": cannot rename the finished file into place: " + ec.message());
+  committed_ = true;
+}
+
+void write_file_atomic(const fs::path& path, std::span<const std::byte> bytes) {
+  AtomicOutput out(path);
+  out.write(bytes);
+  out.commit();
+}
+
+std::string extension_of(const fs::path& path) {
+  std::string ext = path.extension().string();
+  if (!ext.empty() && ext[0] == '.') ext.erase(0, 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+}  // namespace halfscope::io

@@ -1,0 +1,61 @@
+// Helpers shared by the GoogleTest suites: temporary folders, source-tree paths, random data and
+// the GPU skip.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "halfscope/core/device.hpp"
+
+namespace halfscope::test {
+
+/// A fresh folder under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("halfscope-test-" + std::to_string(rd()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The repository root (set by ctest; falls back to the current folder).
+inline std::filesystem::path source_dir() {
+  const char* s = std::getenv("HALFSCOPE_SOURCE_DIR");
+  return s ? std::filesystem::path(s) : std::filesystem::current_path();
+}
+
+/// Uniform random values in [lo, hi), reproducible from `seed`. Never zeros: zeros hide bugs.
+inline std::vector<float> random_floats(std::int64_t n, float lo, float hi, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace halfscope::test
+
+/// First line of every GPU test: skips (never fails, never passes unchecked) without a device.
+#define HS_REQUIRE_GPU()                                                   \
+  do {                                                                     \
+    if (!::halfscope::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)

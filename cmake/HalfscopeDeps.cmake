@@ -52,3 +52,11 @@ if(HS_CBLAS_INCLUDE AND HS_BLAS_LIBRARY)
   target_include_directories(hs_dep_blas INTERFACE ${HS_CBLAS_INCLUDE})
   target_link_libraries(hs_dep_blas INTERFACE ${HS_BLAS_LIBRARY})
 endif()
+
+# FFTW (double and single precision) for the CPU FFT convolution.
+find_path(HS_FFTW_INCLUDE fftw3.h REQUIRED)
+find_library(HS_FFTW_LIBRARY fftw3 REQUIRED)
+find_library(HS_FFTWF_LIBRARY fftw3f REQUIRED)
+add_library(hs_dep_fftw INTERFACE IMPORTED GLOBAL)
+target_include_directories(hs_dep_fftw INTERFACE ${HS_FFTW_INCLUDE})
+target_link_libraries(hs_dep_fftw INTERFACE ${HS_FFTWF_LIBRARY} ${HS_FFTW_LIBRARY})

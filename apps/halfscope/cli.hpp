@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 
 namespace halfscope::cli {
@@ -20,9 +21,9 @@ struct Globals {
 };
 
 /// Messages for the user on stderr, honouring --quiet / --verbose.
-void info(const Globals& g, const std::string& message);     // normal progress; hidden by --quiet
-void detail(const Globals& g, const std::string& message);   // only with --verbose
-void warn(const std::string& message);                        // always shown
+void info(const Globals& g, const std::string& message);    // normal progress; hidden by --quiet
+void detail(const Globals& g, const std::string& message);  // only with --verbose
+void warn(const std::string& message);                      // always shown
 
 /// A progress bar on stderr when stderr is a terminal and not --quiet; silent otherwise.
 class Progress {
@@ -42,5 +43,4 @@ void register_info(CLI::App& app, Globals& g);
 void register_convert(CLI::App& app, Globals& g);
 void register_bench(CLI::App& app, Globals& g);
 void register_demo(CLI::App& app, Globals& g);
-
 }  // namespace halfscope::cli

@@ -24,10 +24,14 @@ struct CeilingsArgs {
 
 std::string cell(double x, int width) {
   char buf[32];
-  if (!std::isfinite(x)) std::snprintf(buf, sizeof buf, "%*s", width, "-");
-  else if (x < 10) std::snprintf(buf, sizeof buf, "%*.3f", width, x);
-  else if (x < 1000) std::snprintf(buf, sizeof buf, "%*.1f", width, x);
-  else std::snprintf(buf, sizeof buf, "%*.0f", width, x);
+  if (!std::isfinite(x))
+    std::snprintf(buf, sizeof buf, "%*s", width, "-");
+  else if (x < 10)
+    std::snprintf(buf, sizeof buf, "%*.3f", width, x);
+  else if (x < 1000)
+    std::snprintf(buf, sizeof buf, "%*.1f", width, x);
+  else
+    std::snprintf(buf, sizeof buf, "%*.0f", width, x);
   return buf;
 }
 
@@ -43,10 +47,12 @@ void print_ceilings_row(const bench::Ceilings& c) {
 }
 
 void print_report(const bench::BenchReport& r) {
-  std::cout << padded("device", 44) << "  copy GB/s    FP64    FP32    TF32    FP16    BF16 (TFLOP/s)\n";
+  std::cout << padded("device", 44)
+            << "  copy GB/s    FP64    FP32    TF32    FP16    BF16 (TFLOP/s)\n";
   print_ceilings_row(r.ceilings);
   if (r.host_ceilings) print_ceilings_row(*r.host_ceilings);
-  std::cout << "\n" << padded("implementation / method", 40) << padded("precision", 10)
+  std::cout << "\n"
+            << padded("implementation / method", 40) << padded("precision", 10)
             << "  median ms     GB/s  TFLOP/s\n";
   for (const bench::BenchCase& c : r.cases)
     std::cout << padded(c.implementation + " / " + c.method, 40) << padded(c.precision, 10)
@@ -102,7 +108,10 @@ void register_bench(CLI::App& app, Globals& g) {
   ceilings->add_option("--json", args->json, "also write the results to this JSON file");
   ceilings->add_flag("--quick", args->quick, "smaller problems: done in a few seconds");
   ceilings->add_flag("--cpu-only", args->cpu_only, "measure the CPU only, even with a GPU present");
-  ceilings->add_option("--gemm-n", args->gemm_n, "GEMM order n of the measured device (default 8192 on a GPU, 2048 with --cpu-only)")
+  ceilings
+      ->add_option(
+          "--gemm-n", args->gemm_n,
+          "GEMM order n of the measured device (default 8192 on a GPU, 2048 with --cpu-only)")
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{32768}));
   ceilings->callback([args, &g] { run_ceilings(*args, g); });
 }

@@ -35,13 +35,16 @@ inline double hash_uniform(std::uint64_t seed, std::uint64_t i) {
   return static_cast<double>(z >> 11) * 0x1p-52 - 1.0;
 }
 
-template <class T> void fill_random(T* p, std::int64_t n, std::uint64_t seed) {
+template <class T>
+void fill_random(T* p, std::int64_t n, std::uint64_t seed) {
   // Parallel first touch: each thread's pages end up on its NUMA node, as in the timed loop.
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(hash_uniform(seed, static_cast<std::uint64_t>(i)));
+  for (std::int64_t i = 0; i < n; ++i)
+    p[i] = static_cast<T>(hash_uniform(seed, static_cast<std::uint64_t>(i)));
 }
 
-template <class T> std::unique_ptr<T[]> allocate(std::int64_t n) {
+template <class T>
+std::unique_ptr<T[]> allocate(std::int64_t n) {
   return std::unique_ptr<T[]>(new T[static_cast<std::size_t>(n)]);
 }
 
@@ -51,7 +54,9 @@ Stats time_within(const std::function<void()>& run, double budget_s, double warm
   return time_host(run, 0, std::clamp(fit, 3, 10));
 }
 
-double warmup_ms(const std::function<void()>& run) { return time_host(run, 0, 1).median_ms; }
+double warmup_ms(const std::function<void()>& run) {
+  return time_host(run, 0, 1).median_ms;
+}
 
 void say(const CeilingsOptions& o, const std::string& m) {
   if (o.progress) o.progress(m);
@@ -71,7 +76,7 @@ BenchCase memcpy_case(const CeilingsOptions& o) {
     dst[i] = 0;
   }
   const auto run = [&] {
-    // One contiguous chunk per thread, the same split as the first touch above.
+  // One contiguous chunk per thread, the same split as the first touch above.
 #pragma omp parallel
     {
       const std::int64_t t = omp_get_thread_num();
@@ -86,7 +91,8 @@ BenchCase memcpy_case(const CeilingsOptions& o) {
   c.implementation = "libc";
   c.method = "memcpy";
   c.precision = "bytes";
-  c.params = {{"bytes", bytes}, {"threads", std::int64_t{threads}}, {"counted", std::string("read+write")}};
+  c.params = {
+      {"bytes", bytes}, {"threads", std::int64_t{threads}}, {"counted", std::string("read+write")}};
   c.stats = time_within(run, o.cpu_seconds_per_measurement, first);
   if (std::memcmp(dst.get(), src.get(), static_cast<std::size_t>(bytes / 8) * 8) != 0)
     throw NumericalError("CPU copy ceiling: the copy does not match its source");
@@ -95,7 +101,8 @@ BenchCase memcpy_case(const CeilingsOptions& o) {
 }
 
 #if HALFSCOPE_HAS_BLAS
-template <class T> void gemm(std::int64_t n, const T* a, const T* b, T* c) {
+template <class T>
+void gemm(std::int64_t n, const T* a, const T* b, T* c) {
   const auto m = static_cast<blasint>(n);
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a, m, b, m, 0.0f, c, m);
@@ -103,7 +110,8 @@ template <class T> void gemm(std::int64_t n, const T* a, const T* b, T* c) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0, a, m, b, m, 0.0, c, m);
 }
 
-template <class T> BenchCase gemm_case(const CeilingsOptions& o, const char* precision) {
+template <class T>
+BenchCase gemm_case(const CeilingsOptions& o, const char* precision) {
   std::int64_t n = o.gemm_n > 0 ? o.gemm_n : (o.quick ? 1024 : 2048);
   for (;;) {
     say(o, std::string("CPU GEMM ") + precision + " n=" + std::to_string(n));

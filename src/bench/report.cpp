@@ -18,6 +18,8 @@ namespace halfscope::bench {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+// Written in the schema's order (benchmark, date, commit, ...) so the files read well.
+using ordered = nlohmann::ordered_json;
 
 namespace {
 
@@ -27,10 +29,12 @@ constexpr std::pair<const char*, double Ceilings::*> kCeilingFields[] = {
     {"tf32_TFLOPs", &Ceilings::tf32_TFLOPs}, {"fp16_TFLOPs", &Ceilings::fp16_TFLOPs},
     {"bf16_TFLOPs", &Ceilings::bf16_TFLOPs}, {"fp64_TFLOPs", &Ceilings::fp64_TFLOPs}};
 
-json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+ordered number_or_null(double x) {
+  return std::isfinite(x) ? ordered(x) : ordered(nullptr);
+}
 
-json ceilings_json(const Ceilings& c, bool with_device) {
-  json j = json::object();
+ordered ceilings_json(const Ceilings& c, bool with_device) {
+  ordered j = ordered::object();
   if (with_device) j["device"] = c.device;
   for (const auto& [key, member] : kCeilingFields)
     if (std::isfinite(c.*member)) j[key] = c.*member;
@@ -51,13 +55,15 @@ struct Reader {
   std::string string(const json& obj, const char* key, const std::string& where) const {
     const auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return {};
-    if (!it->is_string()) fail(where + key, std::string("expected a string, found ") + it->type_name());
+    if (!it->is_string())
+      fail(where + key, std::string("expected a string, found ") + it->type_name());
     return it->get<std::string>();
   }
   double number(const json& obj, const char* key, const std::string& where) const {
     const auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return NAN;
-    if (!it->is_number()) fail(where + key, std::string("expected a number, found ") + it->type_name());
+    if (!it->is_number())
+      fail(where + key, std::string("expected a number, found ") + it->type_name());
     return it->get<double>();
   }
 };
@@ -81,24 +87,32 @@ BenchCase parse_case(const json& j, const Reader& r, const std::string& where) {
   c.stats.min_ms = r.number(j, "min_ms", w);
   c.stats.max_ms = r.number(j, "max_ms", w);
   const double repeats = r.number(j, "repeats", w);
-  c.stats.repeats = std::isfinite(repeats) && repeats >= 0 && repeats < 2e9 ? static_cast<int>(repeats) : 0;
+  c.stats.repeats =
+      std::isfinite(repeats) && repeats >= 0 && repeats < 2e9 ? static_cast<int>(repeats) : 0;
   c.GBps = r.number(j, "GBps", w);
   c.TFLOPs = r.number(j, "TFLOPs", w);
   if (const auto p = j.find("params"); p != j.end() && !p->is_null()) {
     r.object(*p, w + "params");
     for (const auto& [key, value] : p->items()) {
-      if (value.is_boolean()) c.params[key] = value.get<bool>();
-      else if (value.is_number_integer() && !value.is_number_unsigned()) c.params[key] = value.get<std::int64_t>();
+      if (value.is_boolean())
+        c.params[key] = value.get<bool>();
+      else if (value.is_number_integer() && !value.is_number_unsigned())
+        c.params[key] = value.get<std::int64_t>();
       else if (value.is_number_unsigned() && value.get<std::uint64_t>() <= INT64_MAX)
         c.params[key] = static_cast<std::int64_t>(value.get<std::uint64_t>());
-      else if (value.is_number()) c.params[key] = value.get<double>();
-      else if (value.is_string()) c.params[key] = value.get<std::string>();
-      else r.fail(w + "params." + key, std::string("expected a number, string or flag, found ") + value.type_name());
+      else if (value.is_number())
+        c.params[key] = value.get<double>();
+      else if (value.is_string())
+        c.params[key] = value.get<std::string>();
+      else
+        r.fail(w + "params." + key,
+               std::string("expected a number, string or flag, found ") + value.type_name());
     }
   }
   if (const auto e = j.find("error"); e != j.end() && !e->is_null()) {
     r.object(*e, w + "error");
-    for (const auto& [key, value] : e->items()) c.error[key] = r.number(*e, key.c_str(), w + "error.");
+    for (const auto& [key, value] : e->items())
+      c.error[key] = r.number(*e, key.c_str(), w + "error.");
   }
   return c;
 }
@@ -120,15 +134,17 @@ std::string nvidia_kernel_driver() {
     while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
     std::size_t j = i;
     while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
-    if (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]))) return line.substr(i, j - i);
+    if (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])))
+      return line.substr(i, j - i);
     i = j;
   }
   return {};
 }
 
 bool looks_like_hash(const std::string& s) {
-  return s.size() >= 4 && s.size() <= 40 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return s.size() >= 4 && s.size() <= 40 && std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isxdigit(static_cast<unsigned char>(c));
+         });
 }
 
 std::string git_short_hash(const fs::path& dir) {
@@ -197,19 +213,20 @@ BenchReport BenchReport::start(std::string benchmark, DeviceSummary device) {
 }
 
 std::string BenchReport::to_json() const {
-  json j;
+  ordered j;
   j["benchmark"] = benchmark;
   j["date"] = date;
   j["commit"] = commit;
-  j["device"] = {{"kind", device.kind}, {"name", device.name}, {"driver", device.driver}, {"cc", device.cc}};
+  j["device"] = {
+      {"kind", device.kind}, {"name", device.name}, {"driver", device.driver}, {"cc", device.cc}};
   j["ceilings"] = ceilings_json(ceilings, false);
   if (host_ceilings) j["host_ceilings"] = ceilings_json(*host_ceilings, true);
-  json cs = json::array();
+  ordered cs = ordered::array();
   for (const BenchCase& c : cases) {
-    json params = json::object();
+    ordered params = ordered::object();
     for (const auto& [key, value] : c.params)
       std::visit([&, k = key](const auto& v) { params[k] = v; }, value);
-    json error = json::object();
+    ordered error = ordered::object();
     for (const auto& [key, value] : c.error) error[key] = number_or_null(value);
     cs.push_back({{"implementation", c.implementation},
                   {"method", c.method},
@@ -233,9 +250,11 @@ void BenchReport::write(const fs::path& path) const {
 }
 
 BenchReport parse_bench_report(std::span<const std::byte> bytes, std::string_view name) {
-  const json j = json::parse(reinterpret_cast<const char*>(bytes.data()),
-                             reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
-  if (j.is_discarded()) throw IoError(std::string(name) + ": not valid JSON (expected a benchmark report)");
+  const json j =
+      json::parse(reinterpret_cast<const char*>(bytes.data()),
+                  reinterpret_cast<const char*>(bytes.data()) + bytes.size(), nullptr, false);
+  if (j.is_discarded())
+    throw IoError(std::string(name) + ": not valid JSON (expected a benchmark report)");
   const Reader r{name};
   r.object(j, "<top level>");
   BenchReport rep;
@@ -254,7 +273,8 @@ BenchReport parse_bench_report(std::span<const std::byte> bytes, std::string_vie
   if (const auto h = j.find("host_ceilings"); h != j.end() && !h->is_null())
     rep.host_ceilings = parse_ceilings(*h, r, "host_ceilings");
   if (const auto cs = j.find("cases"); cs != j.end() && !cs->is_null()) {
-    if (!cs->is_array()) r.fail("cases", std::string("expected an array, found ") + cs->type_name());
+    if (!cs->is_array())
+      r.fail("cases", std::string("expected an array, found ") + cs->type_name());
     for (std::size_t i = 0; i < cs->size(); ++i)
       rep.cases.push_back(parse_case((*cs)[i], r, "cases[" + std::to_string(i) + "]"));
   }
@@ -278,7 +298,8 @@ std::string utc_date() {
 std::string source_commit() {
   if (const char* env = std::getenv("HALFSCOPE_COMMIT"); env && *env) return env;
   std::vector<fs::path> candidates;
-  if (const char* src = std::getenv("HALFSCOPE_SOURCE_DIR"); src && *src) candidates.emplace_back(src);
+  if (const char* src = std::getenv("HALFSCOPE_SOURCE_DIR"); src && *src)
+    candidates.emplace_back(src);
   // This file is src/bench/report.cpp of the source tree it was built from.
   candidates.push_back(fs::path(__FILE__).parent_path().parent_path().parent_path());
   std::error_code ec;
@@ -293,15 +314,18 @@ std::string device_slug(std::string_view name) {
   std::string s;
   for (const char ch : name) {
     const auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c)) s += static_cast<char>(std::tolower(c));
-    else if (!s.empty() && s.back() != '-') s += '-';
+    if (std::isalnum(c))
+      s += static_cast<char>(std::tolower(c));
+    else if (!s.empty() && s.back() != '-')
+      s += '-';
   }
   while (!s.empty() && s.back() == '-') s.pop_back();
   return s.empty() ? "device" : s;
 }
 
 fs::path result_path(const fs::path& dir, const BenchReport& report) {
-  return dir / (report.date + "-" + device_slug(report.device.name) + "-" + report.benchmark + ".json");
+  return dir /
+         (report.date + "-" + device_slug(report.device.name) + "-" + report.benchmark + ".json");
 }
 
 std::optional<Ceilings> load_latest_ceilings(const fs::path& dir, std::string_view device_name) {
@@ -319,8 +343,10 @@ std::optional<Ceilings> load_latest_ceilings(const fs::path& dir, std::string_vi
   for (const fs::path& path : files) {
     const BenchReport rep = read_bench_report(path);
     const Ceilings* match = nullptr;
-    if (rep.device.name == device_name && !rep.ceilings.empty()) match = &rep.ceilings;
-    else if (rep.host_ceilings && rep.host_ceilings->device == device_name && !rep.host_ceilings->empty())
+    if (rep.device.name == device_name && !rep.ceilings.empty())
+      match = &rep.ceilings;
+    else if (rep.host_ceilings && rep.host_ceilings->device == device_name &&
+             !rep.host_ceilings->empty())
       match = &*rep.host_ceilings;
     if (!match) continue;
     const std::string key = rep.date + "\n" + path.filename().string();

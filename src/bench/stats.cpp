@@ -14,7 +14,8 @@ Stats compute_stats(std::span<const double> samples_ms) {
   if (samples_ms.empty()) throw InvalidInput("benchmark statistics: no samples");
   std::vector<double> s(samples_ms.begin(), samples_ms.end());
   for (const double x : s)
-    if (!(x >= 0)) throw InvalidInput("benchmark statistics: invalid sample " + std::to_string(x) + " ms");
+    if (!(x >= 0))
+      throw InvalidInput("benchmark statistics: invalid sample " + std::to_string(x) + " ms");
   std::sort(s.begin(), s.end());
   const std::size_t n = s.size();
   Stats st;
@@ -26,7 +27,8 @@ Stats compute_stats(std::span<const double> samples_ms) {
 }
 
 Stats time_host(const std::function<void()>& run, int warmup, int repeats) {
-  if (repeats < 1) throw InvalidInput("time_host: repeats must be at least 1, got " + std::to_string(repeats));
+  if (repeats < 1)
+    throw InvalidInput("time_host: repeats must be at least 1, got " + std::to_string(repeats));
   for (int i = 0; i < warmup; ++i) run();
   std::vector<double> ms;
   ms.reserve(static_cast<std::size_t>(repeats));
@@ -39,8 +41,12 @@ Stats time_host(const std::function<void()>& run, int warmup, int repeats) {
   return compute_stats(ms);
 }
 
-double gbps(double bytes, double ms) noexcept { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : NAN; }
+double gbps(double bytes, double ms) noexcept {
+  return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : NAN;
+}
 
-double tflops(double flops, double ms) noexcept { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : NAN; }
+double tflops(double flops, double ms) noexcept {
+  return ms > 0 ? flops / (ms * 1e-3) / 1e12 : NAN;
+}
 
 }  // namespace halfscope::bench

@@ -7,10 +7,10 @@
 #include <limits>
 #include <new>
 
+#include "core/strided.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/convert.hpp"
 #include "halfscope/core/device.hpp"
-#include "core/strided.hpp"
 
 #if HALFSCOPE_WITH_CUDA
 #include "halfscope/core/cuda.hpp"
@@ -20,9 +20,12 @@ namespace halfscope {
 
 std::string_view memory_name(Memory m) noexcept {
   switch (m) {
-    case Memory::host: return "host";
-    case Memory::pinned: return "pinned";
-    case Memory::device: return "device";
+    case Memory::host:
+      return "host";
+    case Memory::pinned:
+      return "pinned";
+    case Memory::device:
+      return "device";
   }
   return "unknown";
 }
@@ -65,7 +68,8 @@ Buffer::~Buffer() {
   std::free(data_);
 }
 
-void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory, std::int64_t bytes) {
+void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory,
+                std::int64_t bytes) {
   if (bytes <= 0) return;
   if (dst_memory != Memory::device && src_memory != Memory::device) {
     std::memcpy(dst, src, static_cast<std::size_t>(bytes));
@@ -95,29 +99,35 @@ std::int64_t shape_size(const Shape& shape) {
   return n;
 }
 
-Shape c_strides(const Shape& shape) {
+namespace {
+// Strides from the innermost axis `first` outward; an extent of 0 counts as 1 so that strides stay
+// meaningful for empty arrays, and a product beyond int64 is an error, not undefined behaviour.
+Shape strides_in_order(const Shape& shape, bool c_order) {
   Shape s(shape.size());
   std::int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    const std::size_t i = c_order ? shape.size() - 1 - k : k;
     s[i] = step;
-    step *= std::max<std::int64_t>(shape[i], 1);
+    const std::int64_t d = std::max<std::int64_t>(shape[i], 1);
+    if (step > std::numeric_limits<std::int64_t>::max() / d)
+      throw InvalidInput("shape " + shape_to_string(shape) + " is too large for 64-bit strides");
+    step *= d;
   }
   return s;
+}
+}  // namespace
+
+Shape c_strides(const Shape& shape) {
+  return strides_in_order(shape, true);
 }
 
 Shape f_strides(const Shape& shape) {
-  Shape s(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    s[i] = step;
-    step *= std::max<std::int64_t>(shape[i], 1);
-  }
-  return s;
+  return strides_in_order(shape, false);
 }
 
-Array::Array(DType dtype, Shape shape, Memory memory)
-    : dtype_(dtype), shape_(std::move(shape)), strides_(c_strides(shape_)) {
-  const std::int64_t n = shape_size(shape_);
+Array::Array(DType dtype, Shape shape, Memory memory) : dtype_(dtype), shape_(std::move(shape)) {
+  const std::int64_t n = shape_size(shape_);  // checks extents before the strides use them
+  strides_ = c_strides(shape_);
   if (n > std::numeric_limits<std::int64_t>::max() / dtype_size(dtype))
     throw InvalidInput("array of shape " + shape_to_string(shape_) + " exceeds 2^63 bytes");
   buffer_ = Buffer::allocate(n * dtype_size(dtype), memory);
@@ -125,8 +135,11 @@ Array::Array(DType dtype, Shape shape, Memory memory)
 
 Array::Array(std::shared_ptr<Buffer> buffer, DType dtype, Shape shape, Shape strides,
              std::int64_t offset_bytes)
-    : buffer_(std::move(buffer)), dtype_(dtype), shape_(std::move(shape)),
-      strides_(std::move(strides)), offset_(offset_bytes) {
+    : buffer_(std::move(buffer)),
+      dtype_(dtype),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      offset_(offset_bytes) {
   if (!buffer_) throw InvalidInput("Array: null buffer");
   if (strides_.size() != shape_.size())
     throw InvalidInput("Array: " + std::to_string(strides_.size()) + " strides for " +
@@ -172,7 +185,9 @@ std::int64_t Array::size() const noexcept {
   return n;
 }
 
-Memory Array::memory() const noexcept { return buffer_ ? buffer_->memory() : Memory::host; }
+Memory Array::memory() const noexcept {
+  return buffer_ ? buffer_->memory() : Memory::host;
+}
 
 bool Array::is_c_contiguous() const noexcept {
   const Shape c = c_strides(shape_);
@@ -197,7 +212,8 @@ const void* Array::data() const noexcept {
 
 void Array::check_dtype(DType expected) const {
   if (expected != dtype_)
-    throw InvalidInput("expected a " + std::string(dtype_name(expected)) + " array, found " + describe());
+    throw InvalidInput("expected a " + std::string(dtype_name(expected)) + " array, found " +
+                       describe());
 }
 
 void Array::check_view2d(DType expected) const {
@@ -233,14 +249,18 @@ Array Array::clone(Memory memory) const {
   detail::for_each_offset(shape_, strides_, [&](std::int64_t i, std::int64_t off) {
     std::memcpy(dst + i * item, src + off * item, static_cast<std::size_t>(item));
   });
-  if (memory == Memory::device) copy_bytes(out.data(), out.memory(), host.data(), Memory::host, nbytes());
+  if (memory == Memory::device)
+    copy_bytes(out.data(), out.memory(), host.data(), Memory::host, nbytes());
   return out;
 }
 
-Array Array::contiguous() const { return is_c_contiguous() ? *this : clone(); }
+Array Array::contiguous() const {
+  return is_c_contiguous() ? *this : clone();
+}
 
 Array Array::reshape(Shape shape) const {
-  if (!is_c_contiguous()) throw InvalidInput("reshape needs a C-contiguous array, found " + describe());
+  if (!is_c_contiguous())
+    throw InvalidInput("reshape needs a C-contiguous array, found " + describe());
   if (shape_size(shape) != size())
     throw InvalidInput("cannot reshape " + describe() + " to " + shape_to_string(shape));
   Shape strides = c_strides(shape);
@@ -270,7 +290,8 @@ Array Array::slice(std::int64_t axis, std::int64_t start, std::int64_t stop) con
   Shape shape = shape_;
   const auto a = static_cast<std::size_t>(axis);
   shape[a] = stop - start;
-  return Array(buffer_, dtype_, std::move(shape), strides_, offset_ + start * strides_[a] * itemsize());
+  return Array(buffer_, dtype_, std::move(shape), strides_,
+               offset_ + start * strides_[a] * itemsize());
 }
 
 std::string Array::describe() const {

@@ -1,4 +1,5 @@
-// The CUDA check macros' error path, and RAII for streams and events (include/halfscope/core/cuda.hpp).
+// The CUDA check macros' error path, and RAII for streams and events
+// (include/halfscope/core/cuda.hpp).
 #include "halfscope/config.hpp"
 
 #if HALFSCOPE_WITH_CUDA
@@ -53,24 +54,34 @@ void throw_library_error(const char* library, int code, const char* expr, const 
                   std::to_string(code) + ")" + text + where(expr, file, line));
 }
 
-Stream::Stream() { HS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+Stream::Stream() {
+  HS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
 
 Stream::~Stream() {
   // A destructor must not throw; a failure here (device lost) already surfaced elsewhere.
   if (stream_ && cudaStreamDestroy(stream_) != cudaSuccess) (void)cudaGetLastError();
 }
 
-void Stream::synchronize() const { HS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Stream::synchronize() const {
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
-Event::Event() { HS_CUDA_CHECK(cudaEventCreate(&event_)); }
+Event::Event() {
+  HS_CUDA_CHECK(cudaEventCreate(&event_));
+}
 
 Event::~Event() {
   if (event_ && cudaEventDestroy(event_) != cudaSuccess) (void)cudaGetLastError();
 }
 
-void Event::record(cudaStream_t stream) const { HS_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+void Event::record(cudaStream_t stream) const {
+  HS_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
 
-void EventTimer::start() { begin_.record(stream_); }
+void EventTimer::start() {
+  begin_.record(stream_);
+}
 
 float EventTimer::stop_ms() {
   end_.record(stream_);

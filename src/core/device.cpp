@@ -63,7 +63,8 @@ DeviceReport query_devices() {
 #if HALFSCOPE_WITH_CUDA
   r.cuda_built = true;
   int runtime = 0;
-  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) r.runtime_version = cuda_version_string(runtime);
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+    r.runtime_version = cuda_version_string(runtime);
   int driver = 0;
   // cudaDriverGetVersion returns 0 (and success) when no driver is installed.
   if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0)
@@ -76,7 +77,9 @@ DeviceReport query_devices() {
   (void)cudaGetLastError();
   if (status != cudaSuccess) {
     switch (status) {
-      case cudaErrorNoDevice: r.status = "no CUDA device"; break;
+      case cudaErrorNoDevice:
+        r.status = "no CUDA device";
+        break;
       case cudaErrorInsufficientDriver:
         r.status = driver > 0 ? "CUDA driver " + r.driver_version + " is older than the runtime " +
                                     r.runtime_version
@@ -118,8 +121,10 @@ DeviceKind parse_device_kind(const std::string& text) {
 
 DeviceKind resolve_device(DeviceKind requested) {
   switch (requested) {
-    case DeviceKind::Cpu: return DeviceKind::Cpu;
-    case DeviceKind::Auto: return cuda_available() ? DeviceKind::Cuda : DeviceKind::Cpu;
+    case DeviceKind::Cpu:
+      return DeviceKind::Cpu;
+    case DeviceKind::Auto:
+      return cuda_available() ? DeviceKind::Cuda : DeviceKind::Cpu;
     case DeviceKind::Cuda:
       if (cuda_available()) return DeviceKind::Cuda;
       {

@@ -25,9 +25,12 @@ Colormap parse_colormap(std::string_view name) {
 
 std::string_view scale_name(Scale s) noexcept {
   switch (s) {
-    case Scale::linear: return "linear";
-    case Scale::log: return "log";
-    case Scale::cbrt: return "cbrt";
+    case Scale::linear:
+      return "linear";
+    case Scale::log:
+      return "log";
+    case Scale::cbrt:
+      return "cbrt";
   }
   return "?";
 }
@@ -73,11 +76,14 @@ Levels image_levels(const Array& image2d, const PngOptions& o) {
   if (image2d.size() == 0) throw InvalidInput("PNG: the image is empty: " + image2d.describe());
   for (const auto& [v, what] : {std::pair{o.vmin, "vmin"}, std::pair{o.vmax, "vmax"}})
     if (v && !std::isfinite(*v))
-      throw InvalidInput(std::string("PNG: ") + what + " must be finite, found " + std::to_string(*v));
+      throw InvalidInput(std::string("PNG: ") + what + " must be finite, found " +
+                         std::to_string(*v));
   if (o.vmin && o.vmax && *o.vmin > *o.vmax)
-    throw InvalidInput("PNG: vmin " + std::to_string(*o.vmin) + " > vmax " + std::to_string(*o.vmax));
+    throw InvalidInput("PNG: vmin " + std::to_string(*o.vmin) + " > vmax " +
+                       std::to_string(*o.vmax));
 
-  const Array h = (image2d.memory() == Memory::device ? image2d.to(Memory::host) : image2d).contiguous();
+  const Array h =
+      (image2d.memory() == Memory::device ? image2d.to(Memory::host) : image2d).contiguous();
   const auto n = static_cast<std::size_t>(h.size());
   std::vector<double> x(n);
   visit_dtype(h.dtype(), [&](auto tag) {
@@ -108,9 +114,12 @@ Levels image_levels(const Array& image2d, const PngOptions& o) {
   }
   const auto scale = [&](double v) {
     switch (o.scale) {
-      case Scale::linear: return v;
-      case Scale::log: return std::log10(std::max(v, floor));
-      case Scale::cbrt: return std::cbrt(v);
+      case Scale::linear:
+        return v;
+      case Scale::log:
+        return std::log10(std::max(v, floor));
+      case Scale::cbrt:
+        return std::cbrt(v);
     }
     return v;
   };

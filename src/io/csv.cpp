@@ -19,7 +19,9 @@ struct Field {
   bool quoted = false;
 };
 
-bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r';
+}
 
 /// "'abc'" for messages: printable, at most 40 characters.
 std::string quote_for_message(std::string_view s) {
@@ -53,7 +55,8 @@ double out_of_range_value(std::string_view s) {
   if (i < s.size()) {
     const bool neg_exp = i + 1 < s.size() && s[i + 1] == '-';
     for (std::size_t j = i + 1; j < s.size(); ++j)
-      if (s[j] >= '0' && s[j] <= '9') exponent = std::min<std::int64_t>(exponent * 10 + (s[j] - '0'), 1'000'000'000);
+      if (s[j] >= '0' && s[j] <= '9')
+        exponent = std::min<std::int64_t>(exponent * 10 + (s[j] - '0'), 1'000'000'000);
     if (neg_exp) exponent = -exponent;
   }
   const double v = magnitude + exponent > 0 ? std::numeric_limits<double>::infinity() : 0.0;
@@ -196,7 +199,9 @@ Array parse_csv(std::span<const std::byte> bytes, std::string_view name) {
   return parse_csv_table(bytes, name).data;
 }
 
-Array read_csv(const std::filesystem::path& path) { return read_csv_table(path).data; }
+Array read_csv(const std::filesystem::path& path) {
+  return read_csv_table(path).data;
+}
 
 namespace {
 
@@ -206,14 +211,16 @@ std::string header_field(const std::string& h) {
     throw InvalidInput("write .csv: header names cannot contain line breaks");
   double v = 0;
   const bool needs_quotes = h.empty() || h.find_first_of(",\"#") != std::string::npos ||
-                            is_blank(h.front()) || is_blank(h.back()) || parse_number(h, v);
+                            is_blank(h.front()) || is_blank(h.back()) || parse_number(h, v) ||
+                            h.starts_with("\xEF\xBB\xBF");  // else read as a byte-order mark
   if (!needs_quotes) return h;
   std::string out = "\"";
   for (char c : h) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
 
-template <class T> void append_value(std::string& out, T x) {
+template <class T>
+void append_value(std::string& out, T x) {
   char buf[64];
   std::to_chars_result r{};
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)

@@ -14,6 +14,8 @@
 
 #if HALFSCOPE_HAS_FITS
 #include <fitsio.h>
+
+#include "io/fits_scan.hpp"
 #endif
 
 namespace halfscope::io {
@@ -49,10 +51,18 @@ namespace {
 }
 }  // namespace
 
-FitsImage parse_fits(std::span<const std::byte>, std::string_view, FitsValues) { no_fits(); }
-FitsImage read_fits(const std::filesystem::path&, FitsValues) { no_fits(); }
-std::vector<std::byte> serialize_fits(const FitsImage&, const std::string&) { no_fits(); }
-void write_fits(const std::filesystem::path&, const FitsImage&, const std::string&) { no_fits(); }
+FitsImage parse_fits(std::span<const std::byte>, std::string_view, FitsValues) {
+  no_fits();
+}
+FitsImage read_fits(const std::filesystem::path&, FitsValues) {
+  no_fits();
+}
+std::vector<std::byte> serialize_fits(const FitsImage&, const std::string&) {
+  no_fits();
+}
+void write_fits(const std::filesystem::path&, const FitsImage&, const std::string&) {
+  no_fits();
+}
 
 #else
 
@@ -95,21 +105,13 @@ struct FitsHandle {
   }
 };
 
-bool is_structural(const std::string& key, bool compressed) {
-  static const char* fixed[] = {"SIMPLE", "XTENSION", "BITPIX",   "NAXIS",   "EXTEND", "BSCALE",
-                                "BZERO",  "PCOUNT",   "GCOUNT",   "CHECKSUM", "DATASUM", "END"};
+bool is_structural(const std::string& key) {
+  static const char* fixed[] = {"SIMPLE", "XTENSION", "BITPIX", "NAXIS",    "EXTEND",  "BSCALE",
+                                "BZERO",  "PCOUNT",   "GCOUNT", "CHECKSUM", "DATASUM", "END"};
   for (const char* k : fixed)
     if (key == k) return true;
-  if (key.size() > 5 && key.compare(0, 5, "NAXIS") == 0 &&
-      key.find_first_not_of("0123456789", 5) == std::string::npos)
-    return true;
-  if (compressed) {
-    // A tile-compressed image is a binary table: its Z* and table keywords describe the storage.
-    if (key[0] == 'Z' || key == "TFIELDS" || key == "THEAP") return true;
-    for (const char* p : {"TTYPE", "TFORM", "TUNIT", "TNULL", "TSCAL", "TZERO", "TDIM", "TDISP"})
-      if (key.compare(0, std::strlen(p), p) == 0) return true;
-  }
-  return false;
+  return key.size() > 5 && key.compare(0, 5, "NAXIS") == 0 &&
+         key.find_first_not_of("0123456789", 5) == std::string::npos;
 }
 
 FitsCard parse_card(const char* record, int* status) {
@@ -117,6 +119,13 @@ FitsCard parse_card(const char* record, int* status) {
   card.resize(80, ' ');
   FitsCard c;
   const bool hierarch = card.compare(0, 9, "HIERARCH ") == 0;
+  // cfitsio reads cards it would refuse to write (illegal keyword characters, control bytes);
+  // holding the reader to the writer's rules keeps write(read(x)) possible for every file read.
+  fits_test_record(card.data(), status);
+  std::string key = card.substr(0, 8);
+  key.erase(key.find_last_not_of(' ') + 1);
+  if (!hierarch && !key.empty()) fits_test_keyword(key.c_str(), status);
+  if (*status) return c;
   if (!hierarch && !(card[8] == '=' && card[9] == ' ')) {
     c.keyword = card.substr(0, 8);
     c.keyword.erase(c.keyword.find_last_not_of(' ') + 1);
@@ -146,12 +155,18 @@ ReadPlan plan_read(int bitpix, double bscale, double bzero, FitsValues values) {
   const bool unscaled = values == FitsValues::raw || (bscale == 1.0 && bzero == 0.0);
   if (unscaled) {
     switch (bitpix) {
-      case 8: return {DType::u8, TBYTE, false};
-      case 16: return {DType::i16, TSHORT, false};
-      case 32: return {DType::i32, TINT, false};
-      case 64: return {DType::i64, TLONGLONG, false};
-      case -32: return {DType::f32, TFLOAT, false};
-      default: return {DType::f64, TDOUBLE, false};
+      case 8:
+        return {DType::u8, TBYTE, false};
+      case 16:
+        return {DType::i16, TSHORT, false};
+      case 32:
+        return {DType::i32, TINT, false};
+      case 64:
+        return {DType::i64, TLONGLONG, false};
+      case -32:
+        return {DType::f32, TFLOAT, false};
+      default:
+        return {DType::f64, TDOUBLE, false};
     }
   }
   if (bscale == 1.0) {
@@ -163,25 +178,25 @@ ReadPlan plan_read(int bitpix, double bscale, double bzero, FitsValues values) {
   return {DType::f64, TDOUBLE, bitpix > 0};
 }
 
-// Moves to the first HDU with image data: the primary, else the first image extension.
-void find_image(fitsfile* f, const std::string& name, int& naxis) {
-  int status = 0;
-  fits_get_img_dim(f, &naxis, &status);
-  check(status, name, "cannot read the primary header");
-  for (int hdu = 2; naxis == 0; ++hdu) {
-    int type = 0;
-    fits_movabs_hdu(f, hdu, &type, &status);
-    if (status == END_OF_FILE) {
-      fits_clear_errmsg();
-      throw IoError(name + ": no image: the primary HDU has NAXIS = 0 and no image extension "
-                           "with data follows");
-    }
-    check(status, name, "cannot read an extension header");
-    if (type == IMAGE_HDU || fits_is_compressed_image(f, &status)) {
-      fits_get_img_dim(f, &naxis, &status);
-      check(status, name, "cannot read an image extension header");
-    }
+// The bytes cfitsio gets: the primary header and the image HDU only (see fits_scan.hpp), padded
+// with zeros to whole 2880-byte blocks, because cfitsio's memory driver reads whole blocks and
+// would read past the end of a file whose last block is short (found by fuzz/fuzz_fits.cpp).
+// `real` is how many of them the file really has, for the truncation check.
+std::vector<char> image_bytes(std::span<const std::byte> bytes,
+                              const detail::FitsImageLocation& loc, std::int64_t& real) {
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  const auto* p = reinterpret_cast<const char*>(bytes.data());
+  std::vector<char> out;
+  if (loc.index == 1) {
+    out.assign(p, p + size);
+  } else {
+    // NAXIS = 0: the primary is all header (and ends before the image HDU starts).
+    out.assign(p, p + std::min(loc.primary.data_start, size));
+    out.insert(out.end(), p + loc.image.header_start, p + std::min(loc.image.end, size));
   }
+  real = static_cast<std::int64_t>(out.size());
+  out.resize((out.size() + 2879) / 2880 * 2880, '\0');
+  return out;
 }
 
 }  // namespace
@@ -190,9 +205,9 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
                      FitsValues values) {
   const std::string name(name_view);
   if (bytes.empty()) throw IoError(name + ": empty file, expected a FITS header");
-  // cfitsio wants a mutable buffer it may keep pointers into: give it a private copy.
-  std::vector<char> copy(reinterpret_cast<const char*>(bytes.data()),
-                         reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+  const detail::FitsImageLocation loc = detail::locate_fits_image(bytes, name);
+  std::int64_t file_bytes = 0;
+  std::vector<char> copy = image_bytes(bytes, loc, file_bytes);
   void* mem = copy.data();
   std::size_t mem_size = copy.size();
 
@@ -203,17 +218,23 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
   // The name only selects an HDU in cfitsio's syntax; a fixed one keeps user paths out of it.
   fits_open_memfile(&h.f, "halfscope", READONLY, &mem, &mem_size, 0, nullptr, &status);
   check(status, name, "not a readable FITS file");
+  if (loc.index > 1) {
+    int type = 0;
+    fits_movabs_hdu(h.f, 2, &type, &status);
+    check(status, name,
+          ("cannot read the image extension (HDU " + std::to_string(loc.index) + ")").c_str());
+  }
 
   int naxis = 0;
-  find_image(h.f, name, naxis);
-  if (naxis > 8)
-    throw IoError(name + ": expected an image with NAXIS 1..8, found NAXIS = " +
-                  std::to_string(naxis));
+  fits_get_img_dim(h.f, &naxis, &status);
+  check(status, name, "cannot read the image header");
+  if (naxis < 1 || naxis > 8)
+    throw IoError(name +
+                  ": expected an image with NAXIS 1..8, found NAXIS = " + std::to_string(naxis));
   int bitpix = 0;
   LONGLONG naxes[8] = {};
   fits_get_img_paramll(h.f, naxis, &bitpix, &naxis, naxes, &status);
   check(status, name, "cannot read the image dimensions");
-  const int compressed = fits_is_compressed_image(h.f, &status);
 
   // Check the announced size before allocating: a hostile header must not cost more memory
   // than the file could honestly hold.
@@ -228,21 +249,14 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
   const std::int64_t stored_bytes = count > std::numeric_limits<std::int64_t>::max() / 8
                                         ? std::numeric_limits<std::int64_t>::max()
                                         : count * (std::abs(bitpix) / 8);
-  const auto file_bytes = static_cast<std::int64_t>(bytes.size());
-  if (compressed) {
-    if (stored_bytes / 4096 > file_bytes)
-      throw IoError(name + ": compressed image claims " + std::to_string(stored_bytes) +
-                    " bytes of pixels from a " + std::to_string(file_bytes) +
-                    "-byte file (ratio over 4096 rejected)");
-  } else {
-    LONGLONG head = 0, data_start = 0, data_end = 0;
-    fits_get_hduaddrll(h.f, &head, &data_start, &data_end, &status);
-    check(status, name, "cannot locate the image data");
-    if (stored_bytes > file_bytes - data_start)
-      throw IoError(name + ": truncated: header announces " + std::to_string(stored_bytes) +
-                    " bytes of image data, file has " + std::to_string(file_bytes - data_start) +
-                    " after the header");
-  }
+  LONGLONG head = 0, data_start = 0, data_end = 0;
+  fits_get_hduaddrll(h.f, &head, &data_start, &data_end, &status);
+  check(status, name, "cannot locate the image data");
+  if (stored_bytes > file_bytes - data_start)
+    throw IoError(name + ": truncated: header announces " + std::to_string(stored_bytes) +
+                  " bytes of image data, file has " +
+                  std::to_string(std::max<std::int64_t>(file_bytes - data_start, 0)) +
+                  " after the header");
 
   FitsImage img;
   img.bitpix = bitpix;
@@ -254,8 +268,10 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
     char record[FLEN_CARD] = {};
     fits_read_record(h.f, k, record, &status);
     FitsCard c = parse_card(record, &status);
-    check(status, name, "malformed header card");
-    if (!c.keyword.empty() && is_structural(c.keyword, compressed != 0) && !c.commentary) continue;
+    check(status, name, ("malformed header card " + std::to_string(k)).c_str());
+    // By keyword alone: cfitsio also takes a value from a card with a misplaced "=", which the
+    // standard calls commentary, so such a card must not be written back to be read again.
+    if (is_structural(c.keyword)) continue;
     img.cards.push_back(std::move(c));
   }
 
@@ -267,6 +283,9 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
   if (status == KEY_NO_EXIST) status = 0, has_bzero = false, bzero = 0.0;
   fits_clear_errmsg();
   check(status, name, "bad BSCALE or BZERO");
+  if (bscale == 0.0 || !std::isfinite(bscale) || !std::isfinite(bzero))
+    throw IoError(name + ": expected a finite nonzero BSCALE and a finite BZERO, found BSCALE = " +
+                  std::to_string(bscale) + ", BZERO = " + std::to_string(bzero));
   if (values == FitsValues::raw) {
     if (has_bscale) img.bscale = bscale;
     if (has_bzero) img.bzero = bzero;
@@ -279,8 +298,9 @@ FitsImage parse_fits(std::span<const std::byte> bytes, std::string_view name_vie
   if (count > 0) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     int anynull = 0;
-    fits_read_img(h.f, plan.datatype, 1, count, plan.nan_for_blank ? const_cast<double*>(&nan) : nullptr,
-                  img.data.data(), &anynull, &status);
+    fits_read_img(h.f, plan.datatype, 1, count,
+                  plan.nan_for_blank ? const_cast<double*>(&nan) : nullptr, img.data.data(),
+                  &anynull, &status);
     check(status, name, "cannot read the image data");
   }
   return img;
@@ -305,38 +325,57 @@ WritePlan plan_write(const FitsImage& img) {
                       " images: convert to float32 first");
   if (img.bscale || img.bzero) {
     switch (t) {
-      case DType::u8: return {BYTE_IMG, TBYTE};
-      case DType::i16: return {SHORT_IMG, TSHORT};
-      case DType::i32: return {LONG_IMG, TINT};
-      case DType::i64: return {LONGLONG_IMG, TLONGLONG};
-      case DType::f32: return {FLOAT_IMG, TFLOAT};
-      case DType::f64: return {DOUBLE_IMG, TDOUBLE};
+      case DType::u8:
+        return {BYTE_IMG, TBYTE};
+      case DType::i16:
+        return {SHORT_IMG, TSHORT};
+      case DType::i32:
+        return {LONG_IMG, TINT};
+      case DType::i64:
+        return {LONGLONG_IMG, TLONGLONG};
+      case DType::f32:
+        return {FLOAT_IMG, TFLOAT};
+      case DType::f64:
+        return {DOUBLE_IMG, TDOUBLE};
       default:
-        throw InvalidInput("FITS: bscale/bzero are set, so the data must be stored values "
-                           "(uint8, int16, int32, int64, float32 or float64), got " +
-                           std::string(dtype_name(t)));
+        throw InvalidInput(
+            "FITS: bscale/bzero are set, so the data must be stored values "
+            "(uint8, int16, int32, int64, float32 or float64), got " +
+            std::string(dtype_name(t)));
     }
   }
   switch (t) {
-    case DType::u8: return {BYTE_IMG, TBYTE};
-    case DType::i8: return {SBYTE_IMG, TSBYTE};
-    case DType::i16: return {SHORT_IMG, TSHORT};
-    case DType::u16: return {USHORT_IMG, TUSHORT};
-    case DType::i32: return {LONG_IMG, TINT};
-    case DType::u32: return {ULONG_IMG, TUINT};
-    case DType::i64: return {LONGLONG_IMG, TLONGLONG};
-    case DType::u64: return {ULONGLONG_IMG, TULONGLONG};
-    case DType::f32: return {FLOAT_IMG, TFLOAT};
-    default: return {DOUBLE_IMG, TDOUBLE};
+    case DType::u8:
+      return {BYTE_IMG, TBYTE};
+    case DType::i8:
+      return {SBYTE_IMG, TSBYTE};
+    case DType::i16:
+      return {SHORT_IMG, TSHORT};
+    case DType::u16:
+      return {USHORT_IMG, TUSHORT};
+    case DType::i32:
+      return {LONG_IMG, TINT};
+    case DType::u32:
+      return {ULONG_IMG, TUINT};
+    case DType::i64:
+      return {LONGLONG_IMG, TLONGLONG};
+    case DType::u64:
+      return {ULONGLONG_IMG, TULONGLONG};
+    case DType::f32:
+      return {FLOAT_IMG, TFLOAT};
+    default:
+      return {DOUBLE_IMG, TDOUBLE};
   }
 }
 
-// A FITS number that reads back as exactly `v` (integers in full, others with 17 digits).
+// A FITS number that reads back as exactly `v`: integers in full and without a decimal point
+// (astropy recognises BZERO = -128 or 32768 as the signed-byte / unsigned conventions only when
+// written as integers), others with 17 significant digits.
 std::string format_number(double v) {
   if (!std::isfinite(v)) throw InvalidInput("FITS: BSCALE/BZERO must be finite");
   char buf[64];
   if (v == std::floor(v) && std::abs(v) < 1e19)
-    std::snprintf(buf, sizeof buf, "%.1f", v);
+    std::snprintf(buf, sizeof buf, "%.0f", v);
   else
     std::snprintf(buf, sizeof buf, "%.17G", v);
   return buf;
@@ -390,8 +429,7 @@ std::vector<std::byte> serialize(const FitsImage& img, const std::string& histor
     written.emplace_back(record);
   }
   for (const FitsCard& c : img.cards) {
-    if (!c.commentary && (is_structural(c.keyword, false) || (float_data && c.keyword == "BLANK")))
-      continue;
+    if (is_structural(c.keyword) || (float_data && c.keyword == "BLANK")) continue;
     std::string record = card_record(c, name, status);
     record.erase(record.find_last_not_of(' ') + 1);
     if (c.commentary) {

@@ -3,6 +3,7 @@
 // read_file_bytes and write_file_atomic.
 #include "halfscope/io/mseed.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,9 +28,15 @@ namespace {
 }
 }  // namespace
 
-Waveforms parse_mseed(std::span<const std::byte>, std::string_view) { no_mseed(); }
-Waveforms read_mseed(const std::filesystem::path&) { no_mseed(); }
-std::vector<std::byte> serialize_mseed(const Waveforms&, const MseedWriteOptions&) { no_mseed(); }
+Waveforms parse_mseed(std::span<const std::byte>, std::string_view) {
+  no_mseed();
+}
+Waveforms read_mseed(const std::filesystem::path&) {
+  no_mseed();
+}
+std::vector<std::byte> serialize_mseed(const Waveforms&, const MseedWriteOptions&) {
+  no_mseed();
+}
 void write_mseed(const std::filesystem::path&, const Waveforms&, const MseedWriteOptions&) {
   no_mseed();
 }
@@ -62,7 +69,15 @@ class LibmseedSession {
  public:
   LibmseedSession() : lock_(mseed_mutex()) {
     static std::once_flag once;
-    std::call_once(once, [] { ms_loginit(collect_log, "", collect_log, ""); });
+    std::call_once(once, [] {
+      ms_loginit(collect_log, "", collect_log, "");
+      // Pin what libmseed would otherwise take from UNPACK_* environment variables, so that
+      // decoding (and check_record's view of it) never depends on the environment.
+      unpackheaderbyteorder = -1;
+      unpackdatabyteorder = -1;
+      unpackencodingformat = -1;
+      unpackencodingfallback = DE_STEIM1;
+    });
     g_log.clear();
   }
   /// " (libmseed: ...)" or "" when libmseed said nothing.
@@ -71,6 +86,9 @@ class LibmseedSession {
  private:
   std::lock_guard<std::mutex> lock_;
 };
+
+// Zeros after the copy of the input: more than libmseed's largest over-read (192 bytes, below).
+constexpr std::size_t kPadding = 512;
 
 // Frees a record on every path out. `borrowed` records point at our samples, which must not be
 // freed with them.
@@ -88,6 +106,118 @@ bool valid_record_length(std::int64_t n) {
   return n >= MINRECLEN && n <= MAXRECLEN && (n & (n - 1)) == 0;
 }
 
+// libmseed 2.19 reads or writes past a record in several ways, which this check rules out before
+// it is called: the INT16/INT32/FLOAT/ASCII and older decoders trust the sample count without
+// comparing it with the data bytes (fuzz/fuzz_mseed.cpp crashed in msr_decode_int16); a
+// Blockette 2000 whose length field is 1..3 underflows to a 64 KiB copy, and one shorter than 15
+// bytes has its fields byte-swapped past the end of libmseed's copy of it; a later Blockette 1000
+// can announce a longer record than the one being parsed. (Its other small over-reads, blockette
+// structs larger than the lengths it checks, by up to 192 bytes for Blockette 500, stay inside
+// the zero padding parse_mseed adds.) This walks the blockette chain exactly as msr_unpack does.
+// Returns an empty string when the record is safe.
+std::string check_record(const unsigned char* p, std::int64_t reclen) {
+  // Header byte order as libmseed decides it: the order in which year and day look valid.
+  const auto u16le = [&](std::int64_t at) {
+    return static_cast<unsigned>(p[at] | (p[at + 1] << 8));
+  };
+  const auto u16be = [&](std::int64_t at) {
+    return static_cast<unsigned>((p[at] << 8) | p[at + 1]);
+  };
+  const bool little = u16le(20) >= 1900 && u16le(20) <= 2100 && u16le(22) >= 1 && u16le(22) <= 366;
+  const auto u16 = [&](std::int64_t at) { return little ? u16le(at) : u16be(at); };
+  const std::int64_t samples = u16(30), data_offset = u16(44);
+  int encoding = DE_STEIM1;  // libmseed's fallback without a Blockette 1000 (pinned at startup)
+  std::int64_t off = u16(46);
+  for (int guard = 0; off != 0 && off < reclen && guard < 4096; ++guard) {
+    const unsigned type = u16(off), next = u16(off + 2);
+    std::int64_t len = 0;
+    switch (type) {
+      case 100:
+        len = 12;
+        break;
+      case 200:
+      case 320:
+      case 390:
+        len = 28;
+        break;
+      case 201:
+        len = 36;
+        break;
+      case 300:
+      case 310:
+        len = 32;
+        break;
+      case 395:
+      case 400:
+        len = 16;
+        break;
+      case 500:
+      case 1000:
+      case 1001:
+        len = 8;
+        break;
+      case 2000:
+        len = u16(off + 4);
+        break;
+      default:
+        len = 0;
+    }
+    if (len == 0 || off + len > reclen) break;  // where libmseed stops too
+    // Below 15 bytes libmseed's copy is shorter than the fields it byte-swaps in it.
+    if (type == 2000 && len < 15)
+      return "Blockette 2000 length " + std::to_string(len) + " is shorter than its own header";
+    if (type == 1000) {
+      const int exponent = p[off + 6];
+      if (exponent < 7 || exponent > 20 || (std::int64_t{1} << exponent) != reclen)
+        return "Blockette 1000 gives record length 2^" + std::to_string(exponent) + ", expected " +
+               std::to_string(reclen);
+      encoding = p[off + 4];
+    }
+    if (next != 0 && next < off + len) break;
+    off = next;
+  }
+  if (samples == 0) return {};
+  if (data_offset < 48 || data_offset >= reclen)
+    return "data offset " + std::to_string(data_offset) + " is outside the record";
+  std::int64_t bytes_per_sample = 0;  // Steim decoders bound themselves by the data bytes
+  switch (encoding) {
+    case DE_ASCII:
+      bytes_per_sample = 1;
+      break;
+    case DE_INT16:
+    case DE_GEOSCOPE163:
+    case DE_GEOSCOPE164:
+    case DE_CDSN:
+    case DE_SRO:
+    case DE_DWWSSN:
+      bytes_per_sample = 2;
+      break;
+    case DE_GEOSCOPE24:
+      bytes_per_sample = 3;
+      break;
+    case DE_INT32:
+    case DE_FLOAT32:
+      bytes_per_sample = 4;
+      break;
+    case DE_FLOAT64:
+      bytes_per_sample = 8;
+      break;
+    default:
+      break;
+  }
+  if (samples * bytes_per_sample > reclen - data_offset)
+    return "header announces " + std::to_string(samples) + " samples of " +
+           std::to_string(bytes_per_sample) + " bytes, the record holds " +
+           std::to_string(reclen - data_offset) + " bytes of data";
+  return {};
+}
+
+// SEED codes are printable ASCII; anything else means a corrupt header (and would not survive
+// libmseed's C strings on the way back out).
+bool printable(const std::string& code) {
+  return std::all_of(code.begin(), code.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
 // One record's samples as a Trace (numeric records only).
 Trace record_trace(const MSRecord* msr, const std::string& name, std::int64_t offset) {
   const auto where = [&] { return name + ": record at byte offset " + std::to_string(offset); };
@@ -96,6 +226,11 @@ Trace record_trace(const MSRecord* msr, const std::string& name, std::int64_t of
   t.station = msr->station;
   t.location = msr->location;
   t.channel = msr->channel;
+  for (std::string* code : {&t.network, &t.station, &t.location, &t.channel}) {
+    if (!printable(*code))
+      throw IoError(where() + ": codes hold bytes that are not printable ASCII (corrupt header?)");
+    code->erase(code->find_last_not_of(' ') + 1);  // SEED pads with blanks; a NUL can hide some
+  }
   t.sample_rate = msr_samprate(const_cast<MSRecord*>(msr));
   if (!(t.sample_rate > 0.0) || !std::isfinite(t.sample_rate))
     throw IoError(where() + " (" + t.id() + "): expected a positive sample rate, found " +
@@ -106,9 +241,15 @@ Trace record_trace(const MSRecord* msr, const std::string& name, std::int64_t of
   t.start_ns = msr->starttime * 1000;  // libmseed 2 counts microseconds
   DType dtype;
   switch (msr->sampletype) {
-    case 'i': dtype = DType::i32; break;
-    case 'f': dtype = DType::f32; break;
-    case 'd': dtype = DType::f64; break;
+    case 'i':
+      dtype = DType::i32;
+      break;
+    case 'f':
+      dtype = DType::f32;
+      break;
+    case 'd':
+      dtype = DType::f64;
+      break;
     default:
       throw IoError(where() + ": unexpected sample type '" + std::string(1, msr->sampletype) + "'");
   }
@@ -122,10 +263,11 @@ Trace record_trace(const MSRecord* msr, const std::string& name, std::int64_t of
 Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_view) {
   const std::string name(name_view);
   if (bytes.empty()) throw IoError(name + ": empty file, expected miniSEED records");
-  // libmseed takes `char*`; give it a private copy rather than casting const away.
-  std::vector<char> buf(reinterpret_cast<const char*>(bytes.data()),
-                        reinterpret_cast<const char*>(bytes.data()) + bytes.size());
-  const auto size = static_cast<std::int64_t>(buf.size());
+  // libmseed takes `char*`; give it a private copy rather than casting const away, with zero
+  // padding to absorb its small reads past the end of the last record (see check_record).
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  std::vector<char> buf(bytes.size() + kPadding, '\0');
+  std::memcpy(buf.data(), bytes.data(), bytes.size());
 
   LibmseedSession session;
   RecordGuard rec;
@@ -151,15 +293,26 @@ Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_vi
                       std::to_string(remaining) + " remaining bytes is not a record length)");
       reclen = remaining;
     }
+    if (!valid_record_length(reclen))
+      throw IoError(at() + ": record length " + std::to_string(reclen) +
+                    " is not a power of two from 128 to 1048576");
     if (reclen > remaining)
       throw IoError(at() + ": truncated: record length " + std::to_string(reclen) + ", " +
                     std::to_string(remaining) + " bytes remain");
+    if (const std::string why = check_record(reinterpret_cast<const unsigned char*>(p), reclen);
+        !why.empty())
+      throw IoError(at() + ": " + why);
     const int rc = msr_parse(p, static_cast<int>(reclen), &rec.msr, static_cast<int>(reclen), 1, 0);
     if (rc != 0 || !rec.msr)
       throw IoError(at() + ": " +
                     (rc > 0 ? "truncated: " + std::to_string(rc) + " more bytes needed"
                             : std::string(ms_errorstr(rc))) +
                     LibmseedSession::messages());
+    // libmseed decodes a record whose last Steim sample disagrees with the frame's check value and
+    // only warns: the samples may be wrong, and halfscope does not pass wrong data on silently.
+    if (g_log.find("integrity check") != std::string::npos)
+      throw IoError(at() + ": corrupt compressed data" + LibmseedSession::messages());
+    g_log.clear();
     if (rec.msr->numsamples > 0 && rec.msr->sampletype != 'a')
       records.traces.push_back(record_trace(rec.msr, name, offset));
     offset += reclen;
@@ -185,6 +338,8 @@ void copy_code(char* dst, const std::string& code, std::size_t max, const char* 
   if (code.size() > max)
     throw InvalidInput(id + ": miniSEED 2 allows a " + what + " code of at most " +
                        std::to_string(max) + " characters, got '" + code + "'");
+  if (!printable(code))
+    throw InvalidInput(id + ": miniSEED codes are printable ASCII; the " + what + " code is not");
   std::memcpy(dst, code.c_str(), code.size() + 1);
 }
 
@@ -210,20 +365,27 @@ bool differences_fit(const std::int32_t* x, std::int64_t n, int bits) {
 
 void pack_trace(const Trace& t, const MseedWriteOptions& options, std::vector<std::byte>& out) {
   const std::string id = t.id();
-  if (t.data.ndim() != 1) throw InvalidInput(id + ": miniSEED traces are 1-D, got " + t.data.describe());
+  if (t.data.ndim() != 1)
+    throw InvalidInput(id + ": miniSEED traces are 1-D, got " + t.data.describe());
   if (!(t.sample_rate > 0.0) || !std::isfinite(t.sample_rate))
-    throw InvalidInput(id + ": expected a positive sample rate, got " + std::to_string(t.sample_rate));
+    throw InvalidInput(id + ": expected a positive sample rate, got " +
+                       std::to_string(t.sample_rate));
   Array data = (t.data.on_device() ? t.data.to(Memory::host) : t.data).contiguous();
   switch (data.dtype()) {
     case DType::i8:
     case DType::i16:
     case DType::u8:
-    case DType::u16: data = data.astype(DType::i32); break;
+    case DType::u16:
+      data = data.astype(DType::i32);
+      break;
     case DType::f16:
-    case DType::bf16: data = data.astype(DType::f32); break;
+    case DType::bf16:
+      data = data.astype(DType::f32);
+      break;
     case DType::i32:
     case DType::f32:
-    case DType::f64: break;
+    case DType::f64:
+      break;
     default:
       throw InvalidInput(id + ": miniSEED stores int32, float32 or float64 samples, got " +
                          std::string(dtype_name(data.dtype())) + " (convert first)");
@@ -242,7 +404,8 @@ void pack_trace(const Trace& t, const MseedWriteOptions& options, std::vector<st
   copy_code(msr->channel, t.channel, 3, "channel", id);
   msr->dataquality = 'D';
   // Nearest microsecond (floor division keeps times before 1970 right).
-  const std::int64_t us = t.start_ns >= 0 ? (t.start_ns + 500) / 1000 : -((-t.start_ns + 499) / 1000);
+  const std::int64_t us =
+      t.start_ns >= 0 ? (t.start_ns + 500) / 1000 : -((-t.start_ns + 499) / 1000);
   msr->starttime = us;
   msr->samprate = t.sample_rate;
   msr->reclen = options.record_length;
@@ -259,8 +422,12 @@ void pack_trace(const Trace& t, const MseedWriteOptions& options, std::vector<st
         msr->encoding = DE_STEIM1;
       break;
     }
-    case DType::f32: msr->sampletype = 'f', msr->encoding = DE_FLOAT32; break;
-    default: msr->sampletype = 'd', msr->encoding = DE_FLOAT64; break;
+    case DType::f32:
+      msr->sampletype = 'f', msr->encoding = DE_FLOAT32;
+      break;
+    default:
+      msr->sampletype = 'd', msr->encoding = DE_FLOAT64;
+      break;
   }
   // Blockette 1001 carries the microseconds the fixed header's 100 µs ticks cannot; Blockette
   // 100 the rate, when the factor/multiplier pair would change it (msr_pack fills both in).

@@ -4,10 +4,12 @@
 // non-negative ints), which is all this accepts.
 #include "halfscope/io/npy.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
@@ -18,9 +20,9 @@ namespace {
 
 constexpr std::size_t kMagicLen = 6;  // "\x93NUMPY"
 constexpr unsigned char kMagic[kMagicLen] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-constexpr std::int64_t kArrayAlign = 16;         // NumPy's ARRAY_ALIGN
+constexpr std::int64_t kArrayAlign = 64;           // NumPy's ARRAY_ALIGN
 constexpr std::int64_t kGrowthAxisMaxDigits = 21;  // NumPy's GROWTH_AXIS_MAX_DIGITS
-constexpr std::size_t kMaxDims = 64;             // NumPy 2's NPY_MAXDIMS
+constexpr std::size_t kMaxDims = 64;               // NumPy 2's NPY_MAXDIMS
 
 [[noreturn]] void fail(std::string_view name, const std::string& what) {
   throw IoError(std::string(name) + ": " + what);
@@ -59,7 +61,8 @@ class DictParser {
       if (key == "descr") {
         if (d.descr) bad("duplicate key 'descr'");
         if (peek() == '[')
-          throw Unsupported(std::string(name_) + ": structured (record) dtypes are not supported; "
+          throw Unsupported(std::string(name_) +
+                            ": structured (record) dtypes are not supported; "
                             "save each field as its own array");
         d.descr = parse_string();
       } else if (key == "fortran_order") {
@@ -104,8 +107,8 @@ class DictParser {
     ++pos_;
   }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
   std::string parse_string() {
@@ -181,52 +184,48 @@ class DictParser {
 
 [[noreturn]] void unsupported_dtype(std::string_view name, const std::string& descr,
                                     std::string_view what) {
-  throw Unsupported(std::string(name) + ": unsupported dtype '" + descr + "' (" + std::string(what) +
-                    "): halfscope reads float16/32/64, int8..64 and uint8..64");
+  throw Unsupported(std::string(name) + ": unsupported dtype '" + descr + "' (" +
+                    std::string(what) + "): halfscope reads float16/32/64, int8..64 and uint8..64");
 }
 
 /// Maps a descr string such as '<f4' to a DType and byte order.
 void parse_descr(const std::string& descr, std::string_view name, NpyHeader& h) {
   std::string_view d = descr;
   char order = '=';
-  if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
+  if (!d.empty() && std::string_view("<>|=").find(d[0]) != std::string_view::npos) {
     order = d[0];
     d.remove_prefix(1);
   }
-  const auto unsupported = [&](std::string_view what) { unsupported_dtype(name, descr, what); };
-  if (d.empty()) fail(name, "bad .npy header: empty 'descr'");
-  const char kind = d[0];
-  int size = 0;
-  if (d.size() >= 2 && d.size() <= 4) {
-    for (char c : d.substr(1)) size = (c >= '0' && c <= '9') ? size * 10 + (c - '0') : -1000;
+  static constexpr std::pair<std::string_view, DType> kTypes[] = {
+      {"f2", DType::f16}, {"f4", DType::f32}, {"f8", DType::f64}, {"i1", DType::i8},
+      {"i2", DType::i16}, {"i4", DType::i32}, {"i8", DType::i64}, {"u1", DType::u8},
+      {"u2", DType::u16}, {"u4", DType::u32}, {"u8", DType::u64}};
+  for (const auto& [code, t] : kTypes) {
+    if (d != code) continue;
+    h.dtype = t;
+    h.big_endian = dtype_size(t) > 1 &&
+                   (order == '>' || (order == '=' && std::endian::native == std::endian::big));
+    return;
   }
-  if (size < 0 || d.size() < 2) {
-    if (kind == 'O') unsupported("Python objects");
-    if (kind == 'M' || kind == 'm') unsupported("date/time");
-    if (kind == 'U' || kind == 'S' || kind == 'a' || kind == 'V') unsupported("string or void");
-    fail(name, "bad .npy header: 'descr' is '" + descr + "', not a NumPy dtype descriptor");
-  }
-  std::optional<DType> t;
-  switch (kind) {
-    case 'f': t = size == 2 ? DType::f16 : size == 4 ? DType::f32 : size == 8 ? DType::f64 : t; break;
-    case 'i': t = size == 1 ? DType::i8 : size == 2 ? DType::i16 : size == 4 ? DType::i32
-                  : size == 8 ? DType::i64 : t; break;
-    case 'u': t = size == 1 ? DType::u8 : size == 2 ? DType::u16 : size == 4 ? DType::u32
-                  : size == 8 ? DType::u64 : t; break;
-    case 'c': unsupported_dtype(name, descr, "complex");
-    case 'b': case '?': unsupported_dtype(name, descr, "bool");
-    case 'O': unsupported_dtype(name, descr, "Python objects");
-    case 'M': case 'm': unsupported_dtype(name, descr, "date/time");
-    case 'U': case 'S': case 'a': case 'V': unsupported_dtype(name, descr, "string or void");
-    default: break;
-  }
-  if (!t) {
-    if (kind == 'f' || kind == 'i' || kind == 'u') unsupported(std::to_string(size * 8) + "-bit");
-    fail(name, "bad .npy header: 'descr' is '" + descr + "', not a NumPy dtype descriptor");
-  }
-  h.dtype = *t;
-  h.big_endian = order == '>' || (order == '=' && std::endian::native == std::endian::big);
-  if (size == 1) h.big_endian = false;
+  // Valid NumPy dtypes that halfscope has no type for, by kind letter.
+  static constexpr std::pair<char, std::string_view> kOthers[] = {{'c', "complex"},
+                                                                  {'b', "bool"},
+                                                                  {'?', "bool"},
+                                                                  {'O', "Python objects"},
+                                                                  {'M', "date/time"},
+                                                                  {'m', "date/time"},
+                                                                  {'U', "string or void"},
+                                                                  {'S', "string or void"},
+                                                                  {'a', "string or void"},
+                                                                  {'V', "string or void"},
+                                                                  {'f', "float of this size"},
+                                                                  {'i', "integer of this size"},
+                                                                  {'u', "integer of this size"}};
+  const bool sized = d.size() >= 2 && d.substr(1).find_first_not_of("0123456789") == d.npos;
+  for (const auto& [kind, what] : kOthers)
+    if (!d.empty() && d[0] == kind && (sized || std::string_view("fiu").find(kind) == d.npos))
+      unsupported_dtype(name, descr, what);
+  fail(name, "bad .npy header: 'descr' is '" + descr + "', not a NumPy dtype descriptor");
 }
 
 /// Swaps every `itemsize`-byte element of `data` in place.
@@ -238,7 +237,9 @@ void byte_swap(std::byte* data, std::int64_t count, std::int64_t itemsize) {
 }
 
 std::string descr_of(DType t) {
-  const char order = dtype_size(t) == 1 ? '|' : std::endian::native == std::endian::little ? '<' : '>';
+  const char order = dtype_size(t) == 1                           ? '|'
+                     : std::endian::native == std::endian::little ? '<'
+                                                                  : '>';
   const char kind = dtype_is_float(t) ? 'f' : dtype_is_signed_int(t) ? 'i' : 'u';
   return std::string{order, kind} + std::to_string(dtype_size(t));
 }
@@ -271,11 +272,14 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, std::string_view na
   h.fortran_order = *d.fortran_order;
   h.shape = *d.shape;
   h.data_offset = static_cast<std::int64_t>(header_start + header_len);
-  std::int64_t n = dtype_size(h.dtype);
+  // Like NumPy, refuse shapes whose non-zero extents overflow even when one extent is zero:
+  // their strides would overflow too.
+  std::int64_t n = dtype_size(h.dtype), strided = n;
   for (const std::int64_t e : h.shape) {
-    if (__builtin_mul_overflow(n, e, &n))
+    if (__builtin_mul_overflow(strided, std::max<std::int64_t>(e, 1), &strided))
       fail(name, "bad .npy header: shape " + shape_to_string(h.shape) + " of " +
-                     std::string(dtype_name(h.dtype)) + " needs more than 2^63 bytes");
+                     std::string(dtype_name(h.dtype)) + " is too big (more than 2^63 bytes)");
+    n *= e;
   }
   h.data_bytes = n;
   return h;
@@ -310,8 +314,9 @@ Array read_npy(const std::filesystem::path& path) {
 NpyParts npy_parts(const Array& a) {
   if (a.empty()) throw InvalidInput("write .npy: the array holds no data (default-constructed)");
   if (a.dtype() == DType::bf16)
-    throw Unsupported("write .npy: bfloat16 has no NumPy dtype; convert the array first, e.g. to "
-                      "float32 (Array::astype(DType::f32), or --dtype float32 on the command line)");
+    throw Unsupported(
+        "write .npy: bfloat16 has no NumPy dtype; convert the array first, e.g. to "
+        "float32 (Array::astype(DType::f32), or --dtype float32 on the command line)");
   NpyParts parts;
   parts.data = a.memory() == Memory::device ? a.to(Memory::host) : a;
   bool fortran = false;
@@ -324,14 +329,13 @@ NpyParts npy_parts(const Array& a) {
   const Shape& shape = parts.data.shape();
   // The dict exactly as NumPy's _write_array_header writes it: sorted keys, repr() values, a
   // trailing ", ", then spare spaces so the growth axis can later be rewritten in place.
-  std::string dict = "{'descr': '" + descr_of(a.dtype()) + "', 'fortran_order': " +
-                     (fortran ? "True" : "False") + ", 'shape': (";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    dict += (i ? ", " : "") + std::to_string(shape[i]);
+  std::string dict = "{'descr': '" + descr_of(a.dtype()) +
+                     "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
+  for (std::size_t i = 0; i < shape.size(); ++i) dict += (i ? ", " : "") + std::to_string(shape[i]);
   dict += shape.size() == 1 ? ",), }" : "), }";
   if (!shape.empty()) {
-    const auto digits = static_cast<std::int64_t>(
-        std::to_string(fortran ? shape.back() : shape.front()).size());
+    const auto digits =
+        static_cast<std::int64_t>(std::to_string(fortran ? shape.back() : shape.front()).size());
     dict.append(static_cast<std::size_t>(std::max<std::int64_t>(kGrowthAxisMaxDigits - digits, 0)),
                 ' ');
   }

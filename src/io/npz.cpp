@@ -51,8 +51,8 @@ class Reader {
   std::uint64_t u64(std::uint64_t at, const char* what) const { return get(at, 8, what); }
   std::span<const std::byte> span(std::uint64_t at, std::uint64_t n, const char* what) const {
     if (at > b_.size() || b_.size() - at < n)
-      fail(name_, std::string("truncated: ") + what + " (" + std::to_string(n) + " bytes at offset " +
-                      std::to_string(at) + ") runs past the end of the " +
+      fail(name_, std::string("truncated: ") + what + " (" + std::to_string(n) +
+                      " bytes at offset " + std::to_string(at) + ") runs past the end of the " +
                       std::to_string(b_.size()) + "-byte file");
     return b_.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
   }
@@ -112,7 +112,8 @@ Directory find_directory(const Reader& r, std::string_view name) {
   }
   if (d.offset > d.end || d.size > d.end - d.offset)
     fail(name, "central directory (" + std::to_string(d.size) + " bytes at offset " +
-                   std::to_string(d.offset) + ") overlaps the end record at " + std::to_string(d.end));
+                   std::to_string(d.offset) + ") overlaps the end record at " +
+                   std::to_string(d.end));
   if (d.entries > d.size / 46)
     fail(name, "central directory claims " + std::to_string(d.entries) + " entries in " +
                    std::to_string(d.size) + " bytes");
@@ -210,13 +211,12 @@ std::vector<std::byte> inflate_member(std::span<const std::byte> in, std::uint64
                     " bytes it claims");
     if (!header_checked && out.size() >= 12) {
       const bool magic = std::memcmp(out.data(), "\x93NUMPY", 6) == 0;
-      const std::uint64_t len = static_cast<unsigned>(out[6]) == 1
-                                    ? 10 + (static_cast<std::uint64_t>(out[8]) |
-                                            static_cast<std::uint64_t>(out[9]) << 8)
-                                    : 12 + (static_cast<std::uint64_t>(out[8]) |
-                                            static_cast<std::uint64_t>(out[9]) << 8 |
-                                            static_cast<std::uint64_t>(out[10]) << 16 |
-                                            static_cast<std::uint64_t>(out[11]) << 24);
+      const std::uint64_t len =
+          static_cast<unsigned>(out[6]) == 1
+              ? 10 + (static_cast<std::uint64_t>(out[8]) | static_cast<std::uint64_t>(out[9]) << 8)
+              : 12 + (static_cast<std::uint64_t>(out[8]) | static_cast<std::uint64_t>(out[9]) << 8 |
+                      static_cast<std::uint64_t>(out[10]) << 16 |
+                      static_cast<std::uint64_t>(out[11]) << 24);
       if (!magic || out.size() >= len || rc == Z_STREAM_END) {
         const NpyHeader h = parse_npy_header(out, where);
         limit = std::min(limit, static_cast<std::uint64_t>(h.data_offset + h.data_bytes));
@@ -297,8 +297,8 @@ NamedArrays parse_npz(std::span<const std::byte> bytes, std::string_view name) {
       npy = inflated;
     }
     if (npy.size() != e.usize)
-      throw IoError(where + ": inflates to " + std::to_string(npy.size()) + " bytes, directory says " +
-                    std::to_string(e.usize));
+      throw IoError(where + ": inflates to " + std::to_string(npy.size()) +
+                    " bytes, directory says " + std::to_string(e.usize));
     if (crc_of(npy) != e.crc) throw IoError(where + ": CRC-32 mismatch (corrupt data)");
     out.emplace_back(e.name.substr(0, e.name.size() - 4), parse_npy(npy, where));
   }
@@ -331,7 +331,8 @@ void emit_npz(const NamedArrays& arrays, const NpzWriteOptions& options,
   for (const auto& [key, array] : arrays) {
     if (key.empty() || key.find('\0') != std::string::npos)
       throw InvalidInput("write .npz: member names must be non-empty and free of NUL bytes");
-    if (!names.insert(key).second) throw InvalidInput("write .npz: duplicate member name '" + key + "'");
+    if (!names.insert(key).second)
+      throw InvalidInput("write .npz: duplicate member name '" + key + "'");
     if (key.size() + 4 > 0xffff) throw InvalidInput("write .npz: member name too long");
   }
   Record central;
@@ -390,7 +391,8 @@ void emit_npz(const NamedArrays& arrays, const NpzWriteOptions& options,
 
 std::vector<std::byte> serialize_npz(const NamedArrays& arrays, const NpzWriteOptions& options) {
   std::vector<std::byte> out;
-  emit_npz(arrays, options, [&](std::span<const std::byte> s) { out.insert(out.end(), s.begin(), s.end()); });
+  emit_npz(arrays, options,
+           [&](std::span<const std::byte> s) { out.insert(out.end(), s.begin(), s.end()); });
   return out;
 }
 

@@ -153,8 +153,8 @@ std::vector<std::byte> render_png(const Array& image2d, const PngOptions& option
   png_set_user_limits(h.png, 0x7fffffff, 0x7fffffff);  // the default caps width at 1e6
   png_set_write_fn(h.png, &ctx, on_write, on_flush);
   if (!run_encode(h.png, h.info, static_cast<std::uint32_t>(width),
-                  static_cast<std::uint32_t>(height), rgb ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
-                  pixels.data(), row_bytes))
+                  static_cast<std::uint32_t>(height),
+                  rgb ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, pixels.data(), row_bytes))
     throw IoError(std::string("PNG: encoding failed: ") + ctx.message);
   return file;
 }
@@ -184,6 +184,8 @@ Array parse_png(std::span<const std::byte> bytes, std::string_view name) {
     throw IoError(n + ": bad PNG: " + std::to_string(pi.width) + "x" + std::to_string(pi.height) +
                   " pixels cannot be stored in a " + std::to_string(bytes.size()) + "-byte file");
   const bool gray = pi.color_type == PNG_COLOR_TYPE_GRAY;
+  if (pi.channels != (gray ? 1 : 3))  // the transforms above leave gray or RGB, nothing else
+    throw IoError(n + ": bad PNG: unexpected colour type " + std::to_string(pi.color_type));
   const DType raw_type = pi.bit_depth == 16 ? DType::u16 : DType::u8;
   const Shape shape{static_cast<std::int64_t>(pi.height), static_cast<std::int64_t>(pi.width)};
   Array raw(raw_type, gray ? shape : Shape{shape[0], shape[1] * pi.channels});
@@ -201,7 +203,8 @@ Array parse_png(std::span<const std::byte> bytes, std::string_view name) {
   const auto count = static_cast<std::size_t>(y.size());
   const auto luminance = [&](const auto* src) {
     for (std::size_t i = 0; i < count; ++i)
-      dst[i] = static_cast<float>(0.2126 * src[3 * i] + 0.7152 * src[3 * i + 1] + 0.0722 * src[3 * i + 2]);
+      dst[i] = static_cast<float>(0.2126 * src[3 * i] + 0.7152 * src[3 * i + 1] +
+                                  0.0722 * src[3 * i + 2]);
   };
   if (raw_type == DType::u16)
     luminance(raw.data_as<std::uint16_t>());

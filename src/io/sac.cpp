@@ -20,11 +20,14 @@ namespace {
 constexpr std::int64_t kFloatWords = 70, kIntWords = 40, kCharBytes = 192;
 constexpr std::int64_t kNvhdrWord = 76;  // NVHDR's position counted in 4-byte words
 constexpr std::int64_t kNsPerMs = 1'000'000;
-constexpr std::array<int, 13> kMarkers = {sac_float::o,      sac_float::a,      sac_float::t0,
-                                          sac_float::t0 + 1, sac_float::t0 + 2, sac_float::t0 + 3,
-                                          sac_float::t0 + 4, sac_float::t0 + 5, sac_float::t0 + 6,
-                                          sac_float::t0 + 7, sac_float::t0 + 8, sac_float::t0 + 9,
-                                          sac_float::f};
+// Start times a SAC file may have here: whole years inside the int64 ns range (1677-09-21 to
+// 2262-04-11), so that moving the reference time to the start's ms can never overflow.
+const std::int64_t kMinStart = utc_to_ns(1678, 1, 0, 0, 0, 0);
+const std::int64_t kMaxStart = utc_to_ns(2262, 1, 0, 0, 0, 0) - 1;
+constexpr std::array<int, 13> kMarkers = {
+    sac_float::o,      sac_float::a,      sac_float::t0,     sac_float::t0 + 1, sac_float::t0 + 2,
+    sac_float::t0 + 3, sac_float::t0 + 4, sac_float::t0 + 5, sac_float::t0 + 6, sac_float::t0 + 7,
+    sac_float::t0 + 8, sac_float::t0 + 9, sac_float::f};
 
 std::uint32_t load_word(const std::byte* p, bool swap) {
   std::uint32_t w;
@@ -43,11 +46,15 @@ bool needs_swap(bool file_big_endian) {
   return file_big_endian != (std::endian::native == std::endian::big);
 }
 
-bool undefined(float v) { return v == kSacUndefinedFloat; }
+bool undefined(float v) {
+  return v == kSacUndefinedFloat;
+}
 
 // The sample rate a DELTA stands for, divided in float32 as ObsPy does: DELTA = 0.01f (which is
 // 0.0099999998) gives exactly 100 Hz, where a double division would give 100.0000002.
-double rate_of_delta(float delta) { return static_cast<double>(1.0f / delta); }
+double rate_of_delta(float delta) {
+  return static_cast<double>(1.0f / delta);
+}
 
 // An 8-character field without trailing blanks or NULs; SAC's "-12345" means empty.
 std::string get_code(const SacFile& s, int offset) {
@@ -78,8 +85,10 @@ std::optional<std::int64_t> reference_ns(const SacFile& s, std::string& why) {
     std::int32_t lo, hi;
   };
   // NZSEC 60 admits a leap second (it becomes the next minute's 0, as ObsPy does).
-  const Field fields[] = {{sac_int::nzjday, "NZJDAY", 1, 366}, {sac_int::nzhour, "NZHOUR", 0, 23},
-                          {sac_int::nzmin, "NZMIN", 0, 59},    {sac_int::nzsec, "NZSEC", 0, 60},
+  const Field fields[] = {{sac_int::nzjday, "NZJDAY", 1, 366},
+                          {sac_int::nzhour, "NZHOUR", 0, 23},
+                          {sac_int::nzmin, "NZMIN", 0, 59},
+                          {sac_int::nzsec, "NZSEC", 0, 60},
                           {sac_int::nzmsec, "NZMSEC", 0, 999}};
   for (const Field& f : fields) {
     const std::int32_t v = i[f.index];
@@ -104,12 +113,17 @@ std::optional<std::int64_t> start_ns(const SacFile& s, std::string& why) {
   if (!ref) return std::nullopt;
   const float b = s.floats[sac_float::b];
   if (undefined(b)) return *ref;
-  // 1e10 s is over three centuries: anything larger is garbage, and would overflow the ns count.
-  if (!std::isfinite(b) || std::abs(b) > 1e10f) {
-    why = "expected a finite B within 1e10 s, found " + std::to_string(b);
+  // 1e9 s is over three decades: anything larger is garbage, and could overflow the ns count.
+  if (!std::isfinite(b) || std::abs(b) > 1e9f) {
+    why = "expected a finite B within 1e9 s, found " + std::to_string(b);
     return std::nullopt;
   }
-  return *ref + std::llround(static_cast<double>(b) * 1e9);
+  const std::int64_t start = *ref + std::llround(static_cast<double>(b) * 1e9);
+  if (start < kMinStart || start > kMaxStart) {
+    why = "reference time + B is outside 1678..2261";
+    return std::nullopt;
+  }
+  return start;
 }
 
 // Makes the header fields that describe the samples agree with s.trace, touching only those that
@@ -119,6 +133,9 @@ void sync_header(SacFile& s, const float* data, std::int64_t n) {
   if (!(t.sample_rate > 0.0) || !std::isfinite(t.sample_rate))
     throw InvalidInput(t.id() + ": SAC needs a positive finite sample rate, got " +
                        std::to_string(t.sample_rate));
+  if (t.start_ns < kMinStart || t.start_ns > kMaxStart)
+    throw InvalidInput(t.id() + ": SAC start time " + format_iso8601(t.start_ns) +
+                       " is outside 1678..2261");
   if (n > std::numeric_limits<std::int32_t>::max())
     throw InvalidInput(t.id() + ": SAC holds at most 2^31-1 samples, got " + std::to_string(n));
   auto& fl = s.floats;
@@ -200,7 +217,8 @@ SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
   const std::string file(name);
   const auto size = static_cast<std::int64_t>(bytes.size());
   if (size < kSacHeaderBytes)
-    throw IoError(file + ": truncated: a SAC header is 632 bytes, file has " + std::to_string(size));
+    throw IoError(file + ": truncated: a SAC header is 632 bytes, file has " +
+                  std::to_string(size));
   const std::byte* p = bytes.data();
   const auto little = static_cast<std::int32_t>(load_word(p + 4 * kNvhdrWord, needs_swap(false)));
   const auto big = static_cast<std::int32_t>(load_word(p + 4 * kNvhdrWord, needs_swap(true)));
@@ -226,8 +244,10 @@ SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
   const std::int32_t npts = s.ints[sac_int::npts];
   if (npts < 0) throw IoError(file + ": expected NPTS >= 0, found " + std::to_string(npts));
   if (s.ints[sac_int::iftype] != kSacItime || s.ints[sac_int::leven] != 1)
-    throw IoError(file + ": only evenly sampled time series are supported (IFTYPE=1, LEVEN=1), "
-                         "found IFTYPE=" + std::to_string(s.ints[sac_int::iftype]) +
+    throw IoError(file +
+                  ": only evenly sampled time series are supported (IFTYPE=1, LEVEN=1), "
+                  "found IFTYPE=" +
+                  std::to_string(s.ints[sac_int::iftype]) +
                   ", LEVEN=" + std::to_string(s.ints[sac_int::leven]));
   const std::int64_t data_bytes = std::int64_t{npts} * 4;
   if (size - kSacHeaderBytes != data_bytes)
@@ -236,8 +256,9 @@ SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
                   " bytes of samples), file has " + std::to_string(size - kSacHeaderBytes) +
                   " bytes after the header");
   const float delta = s.floats[sac_float::delta];
-  if (!(delta > 0.0f) || !std::isfinite(delta))
-    throw IoError(file + ": expected DELTA > 0, found " + std::to_string(delta));
+  if (!(delta > 0.0f) || !std::isfinite(rate_of_delta(delta)))
+    throw IoError(file + ": expected DELTA > 0 with a finite 1 / DELTA, found " +
+                  std::to_string(delta));
 
   std::string why;
   const auto start = start_ns(s, why);

@@ -15,6 +15,9 @@ namespace {
 
 constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 constexpr std::int64_t kNsPerDay = 86'400 * kNsPerSecond;
+// Longest trace zero-filling may build (a month at 100 Hz): a gap of years between two records
+// must not turn into an allocation of gigabytes.
+constexpr std::int64_t kMaxFilledSamples = std::int64_t{1} << 28;
 
 // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's civil-days algorithm: eras of
 // 400 years so that negative years and dates before the epoch need no special case).
@@ -44,9 +47,24 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// Rounds to int64, saturating: hostile sample rates (1e-30 Hz) must not overflow time arithmetic.
+std::int64_t saturate(double x) {
+  constexpr double lim = 9.2e18;  // just inside int64
+  if (!(x > -lim)) return x != x ? 0 : static_cast<std::int64_t>(-lim);
+  if (x > lim) return static_cast<std::int64_t>(lim);
+  return std::llround(x);
+}
+
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<std::int64_t>::max()
+               : std::numeric_limits<std::int64_t>::min();
+}
+
 // Samples of a segment at `rate` spanning `samples` periods, in ns (rounded).
 std::int64_t span_ns(std::int64_t samples, double rate) {
-  return std::llround(static_cast<double>(samples) * 1e9 / rate);
+  return saturate(static_cast<double>(samples) * 1e9 / rate);
 }
 
 void check_trace(const Trace& t) {
@@ -57,12 +75,14 @@ void check_trace(const Trace& t) {
                        std::to_string(t.sample_rate));
 }
 
-bool same_rate(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(a, b); }
+bool same_rate(double a, double b) {
+  return std::abs(a - b) <= 1e-6 * std::max(a, b);
+}
 
 // A segment under construction: its first trace's metadata and the pieces to concatenate, where a
 // piece is either a trace's data or a run of zero samples.
 struct Piece {
-  Array data;               // empty for a zero run
+  Array data;              // empty for a zero run
   std::int64_t zeros = 0;  // length of the zero run
 };
 
@@ -71,7 +91,9 @@ struct Segment {
   std::vector<Piece> pieces;
   std::int64_t count = 0;
 
-  [[nodiscard]] std::int64_t end_ns() const { return head.start_ns + span_ns(count, head.sample_rate); }
+  [[nodiscard]] std::int64_t end_ns() const {
+    return saturating_add(head.start_ns, span_ns(count, head.sample_rate));
+  }
 
   Trace finish() {
     Trace t = std::move(head);
@@ -85,7 +107,8 @@ struct Segment {
     const std::int64_t item = dtype_size(dtype);
     for (const Piece& p : pieces) {
       if (p.data.empty()) {
-        std::memset(dst, 0, static_cast<std::size_t>(p.zeros * item));  // 0 and 0.0 are all-zero bits
+        std::memset(dst, 0,
+                    static_cast<std::size_t>(p.zeros * item));  // 0 and 0.0 are all-zero bits
         dst += p.zeros * item;
       } else {
         const Array c = p.data.contiguous();
@@ -100,11 +123,13 @@ struct Segment {
 
 }  // namespace
 
-std::string Trace::id() const { return network + "." + station + "." + location + "." + channel; }
+std::string Trace::id() const {
+  return network + "." + station + "." + location + "." + channel;
+}
 
 std::int64_t Trace::end_ns() const {
   if (!(sample_rate > 0.0)) return start_ns;
-  return start_ns + span_ns(size(), sample_rate);
+  return saturating_add(start_ns, span_ns(size(), sample_rate));
 }
 
 Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {
@@ -141,7 +166,7 @@ Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {
       const std::int64_t expected = cur.end_ns();
       const double period_ns = 1e9 / rate;
       const std::int64_t missing =
-          std::llround(static_cast<double>(t->start_ns - expected) / period_ns);
+          saturate((static_cast<double>(t->start_ns) - static_cast<double>(expected)) / period_ns);
       if (missing == 0) {
         cur.pieces.push_back({t->data, 0});
         cur.count += n;
@@ -150,6 +175,11 @@ Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {
       if (missing > 0) {
         out.gaps.push_back({id, expected, t->start_ns, missing});
         if (fill_gaps_with_zero) {
+          if (missing > kMaxFilledSamples - cur.count - n)
+            throw InvalidInput(id + ": zero-filling the gap of " + std::to_string(missing) +
+                               " samples from " + format_iso8601(expected, 6) +
+                               " would make a trace longer than 2^28 samples; merge without "
+                               "filling");
           cur.pieces.push_back({Array(), missing});
           cur.pieces.push_back({t->data, 0});
           cur.count += missing + n;
@@ -185,7 +215,8 @@ std::int64_t utc_to_ns(std::int64_t year, std::int64_t day_of_year, std::int64_t
   const __int128 ns = static_cast<__int128>(days) * kNsPerDay +
                       static_cast<__int128>(hour * 3600 + minute * 60 + second) * kNsPerSecond +
                       nanosecond;
-  if (ns < std::numeric_limits<std::int64_t>::min() || ns > std::numeric_limits<std::int64_t>::max())
+  if (ns < std::numeric_limits<std::int64_t>::min() ||
+      ns > std::numeric_limits<std::int64_t>::max())
     throw InvalidInput("time in year " + std::to_string(year) +
                        " is outside the range of ns timestamps");
   return static_cast<std::int64_t>(ns);

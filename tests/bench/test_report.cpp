@@ -55,7 +55,10 @@ BenchReport sample_report() {
   c.implementation = "halfscope";
   c.method = "register";
   c.precision = "mixed";
-  c.params = {{"rows", std::int64_t{4096}}, {"scale", 0.25}, {"mode", std::string("same")}, {"check", true}};
+  c.params = {{"rows", std::int64_t{4096}},
+              {"scale", 0.25},
+              {"mode", std::string("same")},
+              {"check", true}};
   c.stats = {0.21, 0.20, 0.23, 50};
   c.GBps = 1290;
   c.TFLOPs = 12.1;
@@ -81,10 +84,11 @@ TEST(BenchReport, WritesTheSchemaAndReadsItBack) {
   // The text has the schema's keys; unmeasured values are null (rates) or absent (ceilings).
   std::ifstream in(path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* key : {"\"benchmark\": \"conv\"", "\"date\"", "\"commit\"", "\"device\"", "\"driver\": \"580.159\"",
-                          "\"cc\": \"9.0\"", "\"ceilings\"", "\"copy_GBps\": 4190", "\"cases\"", "\"implementation\"",
-                          "\"params\"", "\"median_ms\": 0.21", "\"repeats\": 50", "\"GBps\": null",
-                          "\"TFLOPs\": 12.1", "\"error\": {}", "\"rows\": 4096", "\"check\": true"})
+  for (const char* key :
+       {"\"benchmark\": \"conv\"", "\"date\"", "\"commit\"", "\"device\"",
+        "\"driver\": \"580.159\"", "\"cc\": \"9.0\"", "\"ceilings\"", "\"copy_GBps\": 4190",
+        "\"cases\"", "\"implementation\"", "\"params\"", "\"median_ms\": 0.21", "\"repeats\": 50",
+        "\"GBps\": null", "\"TFLOPs\": 12.1", "\"error\": {}", "\"rows\": 4096", "\"check\": true"})
     EXPECT_NE(text.find(key), std::string::npos) << key << "\n" << text;
   EXPECT_EQ(text.find("tf32_TFLOPs"), std::string::npos) << text;
 
@@ -141,19 +145,24 @@ TEST(BenchReport, MalformedInputIsAnIoErrorNamingFileAndField) {
   expect_error("{\"date\": \"2026-01-01\"}", "'benchmark'");
   expect_error("{\"benchmark\": 3}", "'benchmark': expected a string, found number");
   expect_error("{\"benchmark\": \"x\", \"cases\": {}}", "'cases'");
-  expect_error("{\"benchmark\": \"x\", \"cases\": [{\"median_ms\": \"fast\"}]}", "'cases[0].median_ms'");
-  expect_error("{\"benchmark\": \"x\", \"cases\": [{\"params\": {\"a\": [1]}}]}", "'cases[0].params.a'");
-  expect_error("{\"benchmark\": \"x\", \"ceilings\": {\"copy_GBps\": \"many\"}}", "'ceilings.copy_GBps'");
+  expect_error("{\"benchmark\": \"x\", \"cases\": [{\"median_ms\": \"fast\"}]}",
+               "'cases[0].median_ms'");
+  expect_error("{\"benchmark\": \"x\", \"cases\": [{\"params\": {\"a\": [1]}}]}",
+               "'cases[0].params.a'");
+  expect_error("{\"benchmark\": \"x\", \"ceilings\": {\"copy_GBps\": \"many\"}}",
+               "'ceilings.copy_GBps'");
   EXPECT_THROW((void)read_bench_report("/nonexistent/halfscope/r.json"), IoError);
 }
 
 TEST(BenchReport, SlugAndResultPath) {
   EXPECT_EQ(device_slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3");
-  EXPECT_EQ(device_slug("  Intel(R) Xeon(R) @ 2.20GHz (2 threads) "), "intel-r-xeon-r-2-20ghz-2-threads");
+  EXPECT_EQ(device_slug("  Intel(R) Xeon(R) @ 2.20GHz (2 threads) "),
+            "intel-r-xeon-r-2-20ghz-2-threads");
   EXPECT_EQ(device_slug("???"), "device");
   BenchReport r = sample_report();
   r.date = "2026-11-21";
-  EXPECT_EQ(result_path("bench/results", r), std::filesystem::path("bench/results/2026-11-21-nvidia-h200-conv.json"));
+  EXPECT_EQ(result_path("bench/results", r),
+            std::filesystem::path("bench/results/2026-11-21-nvidia-h200-conv.json"));
 }
 
 TEST(BenchReport, CommitComesFromTheEnvironmentFirst) {
@@ -161,14 +170,17 @@ TEST(BenchReport, CommitComesFromTheEnvironmentFirst) {
   const std::string saved = old ? old : "";
   ::setenv("HALFSCOPE_COMMIT", "abc1234", 1);
   EXPECT_EQ(source_commit(), "abc1234");
-  if (old) ::setenv("HALFSCOPE_COMMIT", saved.c_str(), 1);
-  else ::unsetenv("HALFSCOPE_COMMIT");
+  if (old)
+    ::setenv("HALFSCOPE_COMMIT", saved.c_str(), 1);
+  else
+    ::unsetenv("HALFSCOPE_COMMIT");
   const std::string c = source_commit();
   EXPECT_TRUE(c == "unknown" || std::regex_match(c, std::regex("[0-9a-f]{4,40}"))) << c;
 }
 
-void write_ceilings(const std::filesystem::path& path, const std::string& date, const std::string& device,
-                    double copy, std::optional<Ceilings> host = std::nullopt) {
+void write_ceilings(const std::filesystem::path& path, const std::string& date,
+                    const std::string& device, double copy,
+                    std::optional<Ceilings> host = std::nullopt) {
   BenchReport r = BenchReport::start("ceilings", {"cuda", device, "580", "9.0"});
   r.date = date;
   r.ceilings.copy_GBps = copy;
@@ -185,7 +197,8 @@ TEST(BenchReport, LoadsTheLatestCeilingsOfADevice) {
   Ceilings cpu;
   cpu.device = "CPU X (2 threads)";
   cpu.copy_GBps = 12;
-  write_ceilings(dir / "2026-03-01-nvidia-h200-ceilings.json", "2026-03-01", "NVIDIA H200", 4200, cpu);
+  write_ceilings(dir / "2026-03-01-nvidia-h200-ceilings.json", "2026-03-01", "NVIDIA H200", 4200,
+                 cpu);
   // Not a ceilings file: ignored even though it names the device.
   write_ceilings(dir / "2026-04-01-nvidia-h100-conv.json", "2026-04-01", "NVIDIA H100", 1);
 
@@ -215,7 +228,7 @@ TEST(BenchCeilings, CpuMeasurementGivesPlausibleNumbers) {
   EXPECT_EQ(r.benchmark, "ceilings");
   EXPECT_EQ(r.device.kind, "cpu");
   EXPECT_EQ(r.ceilings.device, r.device.name);
-  EXPECT_GT(r.ceilings.copy_GBps, 0.05);   // anything that runs moves more than 50 MB/s
+  EXPECT_GT(r.ceilings.copy_GBps, 0.05);  // anything that runs moves more than 50 MB/s
   EXPECT_LT(r.ceilings.copy_GBps, 1e5);
   EXPECT_FALSE(messages.empty());
   ASSERT_FALSE(r.cases.empty());

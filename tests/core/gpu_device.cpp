@@ -56,7 +56,9 @@ TEST(GpuDevice, FailedCallThrowsCudaErrorAndLeavesNoStickyError) {
 }
 
 #if HALFSCOPE_WITH_CUDA
-void CUDART_CB sleep_40ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(40)); }
+void CUDART_CB sleep_40ms(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+}
 #endif
 
 TEST(GpuDevice, EventTimerMeasuresWorkOnItsStream) {

@@ -59,7 +59,7 @@ TEST(Array, SelectSliceAndReshapeShareTheBuffer) {
   EXPECT_EQ(block.shape(), (Shape{2, 2}));
   EXPECT_FALSE(block.is_c_contiguous());
   EXPECT_EQ(block.contiguous().data_as<double>()[3], 14.0);  // a[2][3]
-  block.contiguous().data_as<double>()[0] = -1;  // a copy: the original is unchanged
+  block.contiguous().data_as<double>()[0] = -1;              // a copy: the original is unchanged
   EXPECT_EQ(a.at_as_double(7), 8.0);
   EXPECT_EQ(a.reshape({20}).at_as_double(19), 20.0);
   EXPECT_THROW((void)a.reshape({3, 7}), InvalidInput);
@@ -93,21 +93,27 @@ TEST(Array, AstypeRoundsAndChecksRanges) {
   ConversionReport r;
   Array h = a.astype(DType::f16, &r);
   EXPECT_EQ(r.count, 8);
-  EXPECT_EQ(r.overflow, 1);               // 70000
+  EXPECT_EQ(r.overflow, 1);  // 70000
   EXPECT_EQ(r.first_overflow_index, 5);
   EXPECT_EQ(r.underflow, 1);              // 1e-8 < 2^-25
   EXPECT_EQ(r.subnormal, 1);              // 3e-5 < 2^-14
   EXPECT_EQ(h.at_as_double(4), 65504.0);  // below the overflow threshold of 65520
   EXPECT_THROW(require_finite(r, "test"), NumericalError);
-  Array i = Array::from_values<double>(std::vector<double>{0.5, 1.5, 2.5, -2.5}, {4}).astype(DType::i32);
+  Array i =
+      Array::from_values<double>(std::vector<double>{0.5, 1.5, 2.5, -2.5}, {4}).astype(DType::i32);
   EXPECT_EQ(i.data_as<std::int32_t>()[0], 0);  // round half to even
   EXPECT_EQ(i.data_as<std::int32_t>()[1], 2);
   EXPECT_EQ(i.data_as<std::int32_t>()[2], 2);
   EXPECT_EQ(i.data_as<std::int32_t>()[3], -2);
-  EXPECT_THROW((void)Array::from_values<double>(std::vector<double>{300}, {1}).astype(DType::u8), InvalidInput);
-  EXPECT_THROW((void)Array::from_values<double>(std::vector<double>{-1}, {1}).astype(DType::u64), InvalidInput);
-  EXPECT_THROW((void)Array::from_values<std::int64_t>(std::vector<std::int64_t>{-1}, {1}).astype(DType::u32), InvalidInput);
-  Array u = Array::from_values<std::uint16_t>(std::vector<std::uint16_t>{65535}, {1}).astype(DType::f32);
+  EXPECT_THROW((void)Array::from_values<double>(std::vector<double>{300}, {1}).astype(DType::u8),
+               InvalidInput);
+  EXPECT_THROW((void)Array::from_values<double>(std::vector<double>{-1}, {1}).astype(DType::u64),
+               InvalidInput);
+  EXPECT_THROW(
+      (void)Array::from_values<std::int64_t>(std::vector<std::int64_t>{-1}, {1}).astype(DType::u32),
+      InvalidInput);
+  Array u =
+      Array::from_values<std::uint16_t>(std::vector<std::uint16_t>{65535}, {1}).astype(DType::f32);
   EXPECT_EQ(u.at_as_double(0), 65535.0);
 }
 
@@ -123,5 +129,18 @@ TEST(Array, DeviceWithoutCudaIsUnsupportedOrWorks) {
   }
 }
 
+}  // namespace
+}  // namespace halfscope
+
+namespace halfscope {
+namespace {
+TEST(Array, StridesOfHugeEmptyShapesAreAnErrorNotOverflow) {
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_EQ(shape_size({0, big, big}), 0);
+  EXPECT_THROW((void)c_strides({0, big, big}), InvalidInput);
+  EXPECT_THROW((void)f_strides({big, big, 0}), InvalidInput);
+  EXPECT_THROW(Array(DType::f32, {0, big, big}), InvalidInput);
+  EXPECT_EQ(Array(DType::f32, {0, 4}).size(), 0);
+}
 }  // namespace
 }  // namespace halfscope

@@ -34,9 +34,11 @@ TEST(Device, QueryNeverThrowsAndExplainsAnEmptyList) {
     }
   }
 #if HALFSCOPE_WITH_CUDA
-  EXPECT_TRUE(std::regex_match(r.runtime_version, std::regex("[0-9]+\\.[0-9]"))) << r.runtime_version;
+  EXPECT_TRUE(std::regex_match(r.runtime_version, std::regex("[0-9]+\\.[0-9]")))
+      << r.runtime_version;
   if (!r.driver_version.empty()) {
-    EXPECT_TRUE(std::regex_match(r.driver_version, std::regex("[0-9]+\\.[0-9]"))) << r.driver_version;
+    EXPECT_TRUE(std::regex_match(r.driver_version, std::regex("[0-9]+\\.[0-9]")))
+        << r.driver_version;
   }
 #else
   EXPECT_EQ(r.status, "built without CUDA");
@@ -65,7 +67,8 @@ TEST(Device, ParseDeviceKind) {
 
 TEST(Device, ResolveDevice) {
   EXPECT_EQ(resolve_device(DeviceKind::Cpu), DeviceKind::Cpu);
-  EXPECT_EQ(resolve_device(DeviceKind::Auto), cuda_available() ? DeviceKind::Cuda : DeviceKind::Cpu);
+  EXPECT_EQ(resolve_device(DeviceKind::Auto),
+            cuda_available() ? DeviceKind::Cuda : DeviceKind::Cpu);
   if (cuda_available()) {
     EXPECT_EQ(resolve_device(DeviceKind::Cuda), DeviceKind::Cuda);
   } else {
@@ -73,7 +76,8 @@ TEST(Device, ResolveDevice) {
       (void)resolve_device(DeviceKind::Cuda);
       FAIL() << "expected Unsupported";
     } catch (const Unsupported& e) {
-      EXPECT_EQ(std::string(e.what()).rfind("--device cuda: no CUDA device (driver: ", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("--device cuda: no CUDA device (driver: ", 0), 0u)
+          << e.what();
       EXPECT_EQ(e.exit_status(), 2);
     }
   }
@@ -88,7 +92,8 @@ TEST(Device, CudaErrorMessageNamesCodeExpressionAndPlace) {
   } catch (const CudaError& e) {
     const std::string m = e.what();
     EXPECT_EQ(m.rfind("CUDA error cudaErrorInvalidValue (code 1): ", 0), 0u) << m;
-    EXPECT_NE(m.find("in cudaErrorInvalidValue at tests/core/test_device.cpp:"), std::string::npos) << m;
+    EXPECT_NE(m.find("in cudaErrorInvalidValue at tests/core/test_device.cpp:"), std::string::npos)
+        << m;
     EXPECT_EQ(e.exit_status(), 1);
   }
 }

@@ -15,7 +15,9 @@ std::span<const std::byte> bytes_of(const std::string& s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
 }
 
-io::CsvTable table(const std::string& text) { return io::parse_csv_table(bytes_of(text), "t.csv"); }
+io::CsvTable table(const std::string& text) {
+  return io::parse_csv_table(bytes_of(text), "t.csv");
+}
 
 std::vector<double> values(const Array& a) {
   const double* p = a.data_as<double>();
@@ -90,9 +92,16 @@ TEST(Csv, ErrorsNameTheLine) {
 }
 
 TEST(Csv, Float64RoundTripIsBitExact) {
-  std::vector<double> v = {0.1, 1.0 / 3.0, -0.0, 5e-324, 2.2250738585072014e-308,
-                           std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(),
-                           std::numeric_limits<double>::infinity(), 123456789012345678.0, -7.0};
+  std::vector<double> v = {0.1,
+                           1.0 / 3.0,
+                           -0.0,
+                           5e-324,
+                           2.2250738585072014e-308,
+                           std::numeric_limits<double>::max(),
+                           -std::numeric_limits<double>::max(),
+                           std::numeric_limits<double>::infinity(),
+                           123456789012345678.0,
+                           -7.0};
   std::mt19937_64 rng(7);
   for (int i = 0; i < 190; ++i) {
     double d;
@@ -119,7 +128,8 @@ TEST(Csv, EveryDTypeAndRank) {
   }
   // Extreme integers are written exactly, not through double.
   const Array big = Array::from_values<std::int64_t>(
-      std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(), 9007199254740993}, {1, 2});
+      std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(), 9007199254740993},
+      {1, 2});
   EXPECT_EQ(io::format_csv(big), "-9223372036854775808,9007199254740993\n");
   const Array u = Array::from_values<std::uint64_t>(std::vector<std::uint64_t>{~0ull}, {});
   EXPECT_EQ(io::format_csv(u), "18446744073709551615\n");

@@ -22,7 +22,9 @@ using test::TempDir;
 
 #if HALFSCOPE_HAS_FITS
 
-fs::path fixture(const std::string& name) { return test::source_dir() / "tests/data/fits" / name; }
+fs::path fixture(const std::string& name) {
+  return test::source_dir() / "tests/data/fits" / name;
+}
 
 const nlohmann::json& expected() {
   static const nlohmann::json j = [] {
@@ -65,7 +67,8 @@ Shape json_shape(const nlohmann::json& j) {
   return s;
 }
 
-void expect_keywords(const FitsImage& img, const nlohmann::json& keywords, const std::string& what) {
+void expect_keywords(const FitsImage& img, const nlohmann::json& keywords,
+                     const std::string& what) {
   for (const auto& [key, value] : keywords.items()) {
     const FitsCard* c = find_card(img.cards, key);
     ASSERT_NE(c, nullptr) << what << ": keyword " << key << " lost";
@@ -165,10 +168,9 @@ TEST(Fits, RoundTripKeepsValuesBitsAndKeywords) {
 }
 
 TEST(Fits, WriterChoosesBitpixFromDtype) {
-  const std::pair<DType, int> cases[] = {{DType::u8, 8},   {DType::i8, 8},   {DType::i16, 16},
-                                         {DType::u16, 16}, {DType::i32, 32}, {DType::u32, 32},
-                                         {DType::i64, 64}, {DType::u64, 64}, {DType::f32, -32},
-                                         {DType::f64, -64}};
+  const std::pair<DType, int> cases[] = {
+      {DType::u8, 8},   {DType::i8, 8},   {DType::i16, 16}, {DType::u16, 16},  {DType::i32, 32},
+      {DType::u32, 32}, {DType::i64, 64}, {DType::u64, 64}, {DType::f32, -32}, {DType::f64, -64}};
   const auto noise = test::random_floats(24, 1.f, 120.f, 7);
   for (const auto& [dtype, bitpix] : cases) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
@@ -184,12 +186,13 @@ TEST(Fits, WriterChoosesBitpixFromDtype) {
 
 TEST(Fits, ExtremesAndNanPayloadsSurvive) {
   FitsImage img;
-  const std::uint64_t u[] = {0, 1, std::uint64_t{1} << 63, std::numeric_limits<std::uint64_t>::max()};
+  const std::uint64_t u[] = {0, 1, std::uint64_t{1} << 63,
+                             std::numeric_limits<std::uint64_t>::max()};
   img.data = Array::from_values<std::uint64_t>(u, {4});
   EXPECT_TRUE(same_bits(parse_fits(serialize_fits(img, ""), "u.fits").data, img.data));
   const float f[] = {std::numeric_limits<float>::quiet_NaN(), -0.0f,
-                     std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
-                     std::bit_cast<float>(0x7fc12345u)};
+                     std::numeric_limits<float>::infinity(),
+                     std::numeric_limits<float>::denorm_min(), std::bit_cast<float>(0x7fc12345u)};
   img.data = Array::from_values<float>(f, {5});
   EXPECT_TRUE(same_bits(parse_fits(serialize_fits(img, ""), "f.fits").data, img.data));
 }
@@ -237,6 +240,85 @@ TEST(Fits, CorruptHeadersGiveIoErrorNamingTheFile) {
   expect_io_error("", "empty");
   expect_io_error(std::string(5760, 'x'), "not FITS");
   expect_io_error(with_card(good, "NAXIS", "NAXIS   =                    0"), "no image");
+}
+
+// A FITS file made of the given headers (cards padded to 80 characters, END added, blocks padded)
+// each followed by its data bytes.
+std::string fits_file(const std::vector<std::pair<std::vector<std::string>, std::string>>& hdus) {
+  std::string out;
+  for (const auto& [cards, data] : hdus) {
+    for (std::string c : cards) {
+      c.resize(80, ' ');
+      out += c;
+    }
+    out += std::string("END").append(77, ' ');
+    out.resize((out.size() + 2879) / 2880 * 2880, ' ');
+    out += data;
+    out.resize((out.size() + 2879) / 2880 * 2880, '\0');
+  }
+  return out;
+}
+
+const std::vector<std::string> kEmptyPrimary = {
+    "SIMPLE  =                    T", "BITPIX  =                    8",
+    "NAXIS   =                    0", "EXTEND  =                    T"};
+
+std::vector<std::string> table_header(const std::string& naxis2) {
+  return {"XTENSION= 'BINTABLE'",
+          "BITPIX  =                    8",
+          "NAXIS   =                    2",
+          "NAXIS1  =                    4",
+          "NAXIS2  = " + naxis2,
+          "PCOUNT  =                    0",
+          "GCOUNT  =                    1",
+          "TFIELDS =                    1",
+          "TFORM1  = '1J      '"};
+}
+
+const std::vector<std::string> kImageExtension = {
+    "XTENSION= 'IMAGE   '",           "BITPIX  =                   16",
+    "NAXIS   =                    1", "NAXIS1  =                    3",
+    "PCOUNT  =                    0", "GCOUNT  =                    1",
+    "OBJECT  = 'after a table'"};
+const std::string kImageData("\x00\x01\xff\xfe\x7f\xff", 6);  // big-endian 1, -2, 32767
+
+TEST(Fits, ImageAfterATableIsFoundAndBrokenTablesAreRefused) {
+  const std::string good = fits_file({{kEmptyPrimary, ""},
+                                      {table_header("                   2"), std::string(8, '\1')},
+                                      {kImageExtension, kImageData}});
+  const FitsImage img = parse_fits(as_bytes(good), "table.fits");
+  ASSERT_EQ(img.data.dtype(), DType::i16);
+  EXPECT_EQ(img.data.shape(), (Shape{3}));
+  EXPECT_EQ(img.data.data_as<std::int16_t>()[0], 1);
+  EXPECT_EQ(img.data.data_as<std::int16_t>()[1], -2);
+  EXPECT_EQ(img.data.data_as<std::int16_t>()[2], 32767);
+  EXPECT_EQ(find_card(img.cards, "OBJECT")->text(), "after a table");
+
+  // cfitsio reads uninitialised memory parsing a table header with a broken NAXIS2 (found by
+  // fuzzing): halfscope must refuse it before cfitsio sees it.
+  const std::string broken = fits_file({{kEmptyPrimary, ""},
+                                        {table_header("'SIMPLE'"), std::string(8, '\1')},
+                                        {kImageExtension, kImageData}});
+  try {
+    (void)parse_fits(as_bytes(broken), "broken.fits");
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.fits: HDU 2: expected NAXIS2"), std::string::npos)
+        << e.what();
+  }
+
+  auto compressed = table_header("                   2");
+  compressed.push_back("ZIMAGE  =                    T");
+  EXPECT_THROW((void)parse_fits(
+                   as_bytes(fits_file({{kEmptyPrimary, ""}, {compressed, std::string(8, '\1')}})),
+                   "fpack.fits"),
+               Unsupported);
+}
+
+TEST(Fits, ZeroBscaleIsRefused) {
+  const std::string bad =
+      with_card(fixture_text("bitpix16.fits"), "BUNIT", "BSCALE  =                    0");
+  EXPECT_THROW((void)parse_fits(as_bytes(bad), "zero.fits"), IoError);
 }
 
 TEST(Fits, FailedWriteLeavesExistingFileUntouched) {

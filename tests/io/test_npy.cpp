@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixtures() { return test::source_dir() / "tests" / "data" / "numpy"; }
+fs::path fixtures() {
+  return test::source_dir() / "tests" / "data" / "numpy";
+}
 
 std::string hex_of(const Array& a) {
   const Array c = a.contiguous();
@@ -59,7 +61,9 @@ std::vector<Expected> expected_rows() {
   return rows;
 }
 
-std::vector<std::byte> file_bytes(const fs::path& p) { return io::read_file_bytes(p); }
+std::vector<std::byte> file_bytes(const fs::path& p) {
+  return io::read_file_bytes(p);
+}
 
 /// A .npy file built by hand: preamble, dict padded with spaces and '\n', then `data`.
 std::vector<std::byte> npy_bytes(const std::string& dict, const std::vector<std::uint8_t>& data,
@@ -108,8 +112,8 @@ TEST(Npy, WritesTheSameBytesAsNumPy) {
     EXPECT_EQ(io::serialize_npy(io::read_npy(fixtures() / (std::string(code) + "_le.npy"))), le);
     EXPECT_EQ(io::serialize_npy(io::read_npy(fixtures() / (std::string(code) + "_be.npy"))), le);
   }
-  for (const char* file : {"i1.npy", "u1.npy", "f8_fortran.npy", "scalar_f8.npy", "empty_f4.npy",
-                           "empty_2d_i2.npy"}) {
+  for (const char* file :
+       {"i1.npy", "u1.npy", "f8_fortran.npy", "scalar_f8.npy", "empty_f4.npy", "empty_2d_i2.npy"}) {
     SCOPED_TRACE(file);
     EXPECT_EQ(io::serialize_npy(io::read_npy(fixtures() / file)), file_bytes(fixtures() / file));
   }
@@ -127,7 +131,7 @@ TEST(Npy, ReadsVersion2And3Headers) {
 
 TEST(Npy, HandBuiltBigEndianFortranFile) {
   // shape (2, 3) float32 in Fortran order: memory holds columns [1 4] [2 5] [3 6].
-  const std::vector<std::uint8_t> be = {0x3f, 0x80, 0, 0, 0x40, 0x80, 0, 0, 0x40, 0, 0, 0,
+  const std::vector<std::uint8_t> be = {0x3f, 0x80, 0, 0, 0x40, 0x80, 0, 0, 0x40, 0,    0, 0,
                                         0x40, 0xa0, 0, 0, 0x40, 0x40, 0, 0, 0x40, 0xc0, 0, 0};
   const Array a = io::parse_npy(
       npy_bytes("{'descr': '>f4', 'fortran_order': True, 'shape': (2, 3), }", be), "be.npy");
@@ -142,10 +146,10 @@ TEST(Npy, HandBuiltBigEndianFortranFile) {
 }
 
 TEST(Npy, HandBuiltBigEndianIntegersAndVersion2) {
-  const Array a = io::parse_npy(
-      npy_bytes("{\"descr\": \">i2\", \"fortran_order\": False, \"shape\": (3,)}",
-                {0x01, 0x02, 0xff, 0xfe, 0x80, 0x00}, 2),
-      "v2.npy");
+  const Array a =
+      io::parse_npy(npy_bytes("{\"descr\": \">i2\", \"fortran_order\": False, \"shape\": (3,)}",
+                              {0x01, 0x02, 0xff, 0xfe, 0x80, 0x00}, 2),
+                    "v2.npy");
   ASSERT_EQ(a.dtype(), DType::i16);
   EXPECT_EQ(a.data_as<std::int16_t>()[0], 0x0102);
   EXPECT_EQ(a.data_as<std::int16_t>()[1], -2);
@@ -260,7 +264,8 @@ TEST(Npy, MalformedFilesAreIoErrors) {
   expect_error<IoError>(trailing, "1 unexpected bytes");
 
   expect_error<IoError>(with_dict("{'descr': '<f4', 'shape': (2,), }"), "lacks 'fortran_order'");
-  expect_error<IoError>(with_dict(good.substr(0, good.size() - 1) + "'x': 1}"), "unexpected key 'x'");
+  expect_error<IoError>(with_dict(good.substr(0, good.size() - 1) + "'x': 1}"),
+                        "unexpected key 'x'");
   expect_error<IoError>(with_dict("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, "
                                   "'shape': (2,)}"),
                         "duplicate key");
@@ -273,6 +278,9 @@ TEST(Npy, MalformedFilesAreIoErrors) {
   expect_error<IoError>(
       with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4)}"),
       "2^63 bytes");
+  expect_error<IoError>(
+      with_dict("{'descr': '<f4', 'fortran_order': True, 'shape': (0, 4294967296, 4294967296)}", 0),
+      "too big");
   expect_error<IoError>(
       with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}"),
       "64 bits");
@@ -302,7 +310,8 @@ TEST(Npy, UnsupportedNumPyDTypesSaySo) {
 TEST(Npy, MissingFileAndBadOutputFolder) {
   test::TempDir dir;
   EXPECT_THROW((void)io::read_npy(dir / "absent.npy"), IoError);
-  EXPECT_THROW(io::write_npy(dir / "no" / "such" / "x.npy", Array::zeros(DType::f32, {1})), IoError);
+  EXPECT_THROW(io::write_npy(dir / "no" / "such" / "x.npy", Array::zeros(DType::f32, {1})),
+               IoError);
   EXPECT_THROW((void)io::serialize_npy(Array()), InvalidInput);
 }
 

@@ -18,7 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixtures() { return test::source_dir() / "tests" / "data" / "numpy"; }
+fs::path fixtures() {
+  return test::source_dir() / "tests" / "data" / "numpy";
+}
 
 std::string hex_of(const Array& a) {
   const Array c = a.contiguous();
@@ -61,9 +63,9 @@ struct Member {
   std::vector<std::byte> payload;  // the uncompressed member (.npy bytes)
   int method = 0;                  // 0 stored, 8 deflated, anything else as-is
   std::uint16_t flags = 0;
-  std::optional<std::uint32_t> crc;    // overrides the true CRC
-  std::optional<std::uint32_t> csize;  // overrides the compressed size in the directory
-  std::optional<std::uint32_t> usize;  // overrides the size in the directory
+  std::optional<std::uint32_t> crc;     // overrides the true CRC
+  std::optional<std::uint32_t> csize;   // overrides the compressed size in the directory
+  std::optional<std::uint32_t> usize;   // overrides the size in the directory
   std::optional<std::uint32_t> offset;  // overrides the local header offset in the directory
 };
 
@@ -100,15 +102,16 @@ std::vector<std::byte> make_zip(const std::vector<Member>& members) {
   std::vector<std::byte> file, dir;
   for (const Member& m : members) {
     const auto data = m.method == 8 ? deflate_raw(m.payload) : m.payload;
-    const auto crc = m.crc.value_or(static_cast<std::uint32_t>(
-        crc32(0, reinterpret_cast<const Bytef*>(m.payload.data()), static_cast<uInt>(m.payload.size()))));
+    const auto crc = m.crc.value_or(static_cast<std::uint32_t>(crc32(
+        0, reinterpret_cast<const Bytef*>(m.payload.data()), static_cast<uInt>(m.payload.size()))));
     const std::uint64_t offset = file.size();
     put(file, 0x04034b50, 4), put(file, 20, 2), put(file, m.flags, 2), put(file, m.method, 2);
     put(file, 0, 4), put(file, crc, 4), put(file, data.size(), 4), put(file, m.payload.size(), 4);
     put(file, m.name.size(), 2), put(file, 0, 2), put(file, m.name);
     file.insert(file.end(), data.begin(), data.end());
     put(dir, 0x02014b50, 4), put(dir, 20, 2), put(dir, 20, 2), put(dir, m.flags, 2);
-    put(dir, m.method, 2), put(dir, 0, 4), put(dir, crc, 4), put(dir, m.csize.value_or(data.size()), 4);
+    put(dir, m.method, 2), put(dir, 0, 4), put(dir, crc, 4),
+        put(dir, m.csize.value_or(data.size()), 4);
     put(dir, m.usize.value_or(m.payload.size()), 4), put(dir, m.name.size(), 2), put(dir, 0, 2);
     put(dir, 0, 2), put(dir, 0, 2), put(dir, 0, 2), put(dir, 0, 4);
     put(dir, m.offset.value_or(offset), 4), put(dir, m.name);
@@ -129,7 +132,8 @@ Array ramp(DType t, const Shape& shape) {
 TEST(Npz, HandBuiltStoredAndDeflatedMembers) {
   const Array a = ramp(DType::f32, {4, 5});
   const Array b = ramp(DType::i64, {3});
-  const auto zip = make_zip({member("a.npy", io::serialize_npy(a), 8), member("b.npy", io::serialize_npy(b), 0)});
+  const auto zip = make_zip(
+      {member("a.npy", io::serialize_npy(a), 8), member("b.npy", io::serialize_npy(b), 0)});
   const io::NamedArrays got = io::parse_npz(zip, "hand.npz");
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].first, "a");
@@ -141,7 +145,8 @@ TEST(Npz, HandBuiltStoredAndDeflatedMembers) {
 
 TEST(Npz, RoundTripsThroughItsOwnWriter) {
   const Shape fs_shape{3, 2};
-  const Array f = Array(ramp(DType::i16, fs_shape).buffer(), DType::i16, fs_shape, f_strides(fs_shape));
+  const Array f =
+      Array(ramp(DType::i16, fs_shape).buffer(), DType::i16, fs_shape, f_strides(fs_shape));
   const io::NamedArrays in = {{"image", ramp(DType::f64, {2, 3})},
                               {"fortran", f},
                               {"scalar", ramp(DType::f32, {})},

@@ -1,5 +1,6 @@
 // PNG: write-then-read of ramps, the scales' documented levels, cubehelix luminance, and reading
-// PNGs encoded here by hand with zlib (16-bit, 1-bit, palette, RGBA, gray+alpha), plus damaged ones.
+// PNGs encoded here by hand with zlib (16-bit, 1-bit, palette, RGBA, gray+alpha), plus damaged
+// ones.
 #include <zlib.h>
 
 #include <chrono>
@@ -158,18 +159,21 @@ std::vector<std::byte> make_png(std::uint32_t w, std::uint32_t h, int depth, int
                                 const std::vector<std::uint8_t>& rows,
                                 const std::vector<std::uint8_t>& plte = {}) {
   std::vector<std::byte> out;
-  for (int c : {0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a}) out.push_back(static_cast<std::byte>(c));
+  for (int c : {0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a})
+    out.push_back(static_cast<std::byte>(c));
   std::vector<std::uint8_t> ihdr;
   for (std::uint32_t v : {w, h})
     for (int s = 24; s >= 0; s -= 8) ihdr.push_back(static_cast<std::uint8_t>(v >> s));
-  ihdr.insert(ihdr.end(), {static_cast<std::uint8_t>(depth), static_cast<std::uint8_t>(color), 0, 0, 0});
+  ihdr.insert(ihdr.end(),
+              {static_cast<std::uint8_t>(depth), static_cast<std::uint8_t>(color), 0, 0, 0});
   chunk(out, "IHDR", ihdr);
   if (!plte.empty()) chunk(out, "PLTE", plte);
   const std::size_t row_bytes = h ? rows.size() / h : 0;
   std::vector<std::uint8_t> filtered;
   for (std::uint32_t r = 0; r < h; ++r) {
     filtered.push_back(0);
-    filtered.insert(filtered.end(), rows.begin() + r * row_bytes, rows.begin() + (r + 1) * row_bytes);
+    filtered.insert(filtered.end(), rows.begin() + r * row_bytes,
+                    rows.begin() + (r + 1) * row_bytes);
   }
   uLongf n = compressBound(static_cast<uLong>(filtered.size()));
   std::vector<std::uint8_t> z(n);
@@ -182,7 +186,8 @@ std::vector<std::byte> make_png(std::uint32_t w, std::uint32_t h, int depth, int
 
 TEST(Png, ReadsHandEncodedFormats) {
   // 16-bit gray, 2 x 2, big-endian samples.
-  const Array g16 = io::parse_png(make_png(2, 2, 16, 0, {0x00, 0x01, 0xff, 0xff, 0x12, 0x34, 0x80, 0x00}), "g16.png");
+  const Array g16 = io::parse_png(
+      make_png(2, 2, 16, 0, {0x00, 0x01, 0xff, 0xff, 0x12, 0x34, 0x80, 0x00}), "g16.png");
   ASSERT_EQ(g16.dtype(), DType::u16);
   EXPECT_EQ(std::vector<int>(g16.data_as<std::uint16_t>(), g16.data_as<std::uint16_t>() + 4),
             (std::vector<int>{1, 65535, 0x1234, 0x8000}));
@@ -197,12 +202,14 @@ TEST(Png, ReadsHandEncodedFormats) {
   EXPECT_EQ(ga.data_as<std::uint8_t>()[0], 10);
   EXPECT_EQ(ga.data_as<std::uint8_t>()[1], 200);
   // Palette: index 1 -> pure green, index 0 -> white.
-  const Array pal = io::parse_png(make_png(2, 1, 8, 3, {1, 0}, {255, 255, 255, 0, 255, 0}), "p.png");
+  const Array pal =
+      io::parse_png(make_png(2, 1, 8, 3, {1, 0}, {255, 255, 255, 0, 255, 0}), "p.png");
   ASSERT_EQ(pal.dtype(), DType::f32);
   EXPECT_NEAR(pal.data_as<float>()[0], 0.7152 * 255, 1e-3);
   EXPECT_NEAR(pal.data_as<float>()[1], 255.0, 1e-3);
   // 16-bit RGBA: luminance in 0..65535 units, alpha ignored.
-  const Array rgba = io::parse_png(make_png(1, 1, 16, 6, {0x10, 0x00, 0x20, 0x00, 0x30, 0x00, 0, 0}), "rgba.png");
+  const Array rgba =
+      io::parse_png(make_png(1, 1, 16, 6, {0x10, 0x00, 0x20, 0x00, 0x30, 0x00, 0, 0}), "rgba.png");
   ASSERT_EQ(rgba.dtype(), DType::f32);
   EXPECT_NEAR(rgba.data_as<float>()[0], 0.2126 * 0x1000 + 0.7152 * 0x2000 + 0.0722 * 0x3000, 1e-2);
 }

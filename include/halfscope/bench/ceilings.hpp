@@ -14,7 +14,8 @@ namespace halfscope::bench {
 /// What to measure and how long to spend. Zero sizes mean the defaults documented per field.
 struct CeilingsOptions {
   bool quick = false;  // smaller problems: GPU GEMM n = 4096 and 256 MiB copies; CPU n = 1024
-  /// GEMM order n (n x n times n x n). Default: 8192 on the GPU, 2048 on the CPU (quick: 4096 / 1024).
+  /// GEMM order n (n x n times n x n). Default: 8192 on the GPU, 2048 on the CPU (quick: 4096 /
+  /// 1024).
   std::int64_t gemm_n = 0;
   /// Bytes per copy buffer. Default: 1 GiB on the GPU, 256 MiB on the CPU (quick: 256 / 64 MiB).
   std::int64_t copy_bytes = 0;

@@ -22,13 +22,13 @@ namespace halfscope::bench {
 /// The measured limits of one machine (CPU or GPU). NaN where not measured; NaN values are left
 /// out of the JSON and read back as NaN.
 struct Ceilings {
-  std::string device;             // the device name the numbers belong to
-  double copy_GBps = NAN;         // best copy bandwidth, read + write bytes per second / 1e9
-  double fp32_TFLOPs = NAN;       // GEMM, FP32 inputs and arithmetic (no TF32)
-  double tf32_TFLOPs = NAN;       // GEMM, FP32 inputs on TF32 tensor cores, FP32 accumulate
-  double fp16_TFLOPs = NAN;       // GEMM, FP16 inputs and output, FP32 accumulate
-  double bf16_TFLOPs = NAN;       // GEMM, BF16 inputs and output, FP32 accumulate
-  double fp64_TFLOPs = NAN;       // GEMM, FP64
+  std::string device;        // the device name the numbers belong to
+  double copy_GBps = NAN;    // best copy bandwidth, read + write bytes per second / 1e9
+  double fp32_TFLOPs = NAN;  // GEMM, FP32 inputs and arithmetic (no TF32)
+  double tf32_TFLOPs = NAN;  // GEMM, FP32 inputs on TF32 tensor cores, FP32 accumulate
+  double fp16_TFLOPs = NAN;  // GEMM, FP16 inputs and output, FP32 accumulate
+  double bf16_TFLOPs = NAN;  // GEMM, BF16 inputs and output, FP32 accumulate
+  double fp64_TFLOPs = NAN;  // GEMM, FP64
   /// True when nothing was measured.
   [[nodiscard]] bool empty() const noexcept;
 };
@@ -67,7 +67,7 @@ struct BenchReport {
   std::string date;       // UTC, YYYY-MM-DD
   std::string commit;     // short git hash, or "unknown"
   DeviceSummary device;
-  Ceilings ceilings;                     // of `device`
+  Ceilings ceilings;                      // of `device`
   std::optional<Ceilings> host_ceilings;  // the host CPU's, when measured in the same run
   std::vector<BenchCase> cases;
 

@@ -29,7 +29,8 @@ constexpr std::uint16_t float_to_half_bits_rne_soft(float f) noexcept {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
+  if (absx > 0x7f800000u)
+    return static_cast<std::uint16_t>(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
   if (absx >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 -> inf
   if (absx < 0x38800000u) {  // below 2^-14: half subnormal or zero
     const std::uint32_t e = absx >> 23;
@@ -64,7 +65,9 @@ constexpr float half_bits_to_float_soft(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   std::uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  // A NaN comes back quiet (IEEE 754 widening; what _Float16 and CUDA's __half2float give).
+  if (exp == 0x1f)
+    return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u));
   if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
   if (mant == 0) return std::bit_cast<float>(sign);
   std::uint32_t e = 113u;  // normalise the subnormal
@@ -123,7 +126,9 @@ struct Half {
   friend Half operator-(Half a, Half b) noexcept { return Half(a.to_float() - b.to_float()); }
   friend Half operator*(Half a, Half b) noexcept { return Half(a.to_float() * b.to_float()); }
   friend Half operator/(Half a, Half b) noexcept { return Half(a.to_float() / b.to_float()); }
-  friend Half operator-(Half a) noexcept { return from_bits(static_cast<std::uint16_t>(a.bits ^ 0x8000u)); }
+  friend Half operator-(Half a) noexcept {
+    return from_bits(static_cast<std::uint16_t>(a.bits ^ 0x8000u));
+  }
   Half& operator+=(Half o) noexcept { return *this = *this + o; }
   Half& operator-=(Half o) noexcept { return *this = *this - o; }
   Half& operator*=(Half o) noexcept { return *this = *this * o; }
@@ -153,10 +158,18 @@ struct BFloat16 {
   explicit constexpr operator double() const noexcept { return bf16_bits_to_float(bits); }
   [[nodiscard]] constexpr float to_float() const noexcept { return bf16_bits_to_float(bits); }
 
-  friend BFloat16 operator+(BFloat16 a, BFloat16 b) noexcept { return BFloat16(a.to_float() + b.to_float()); }
-  friend BFloat16 operator-(BFloat16 a, BFloat16 b) noexcept { return BFloat16(a.to_float() - b.to_float()); }
-  friend BFloat16 operator*(BFloat16 a, BFloat16 b) noexcept { return BFloat16(a.to_float() * b.to_float()); }
-  friend BFloat16 operator/(BFloat16 a, BFloat16 b) noexcept { return BFloat16(a.to_float() / b.to_float()); }
+  friend BFloat16 operator+(BFloat16 a, BFloat16 b) noexcept {
+    return BFloat16(a.to_float() + b.to_float());
+  }
+  friend BFloat16 operator-(BFloat16 a, BFloat16 b) noexcept {
+    return BFloat16(a.to_float() - b.to_float());
+  }
+  friend BFloat16 operator*(BFloat16 a, BFloat16 b) noexcept {
+    return BFloat16(a.to_float() * b.to_float());
+  }
+  friend BFloat16 operator/(BFloat16 a, BFloat16 b) noexcept {
+    return BFloat16(a.to_float() / b.to_float());
+  }
   BFloat16& operator+=(BFloat16 o) noexcept { return *this = *this + o; }
   BFloat16& operator*=(BFloat16 o) noexcept { return *this = *this * o; }
   friend bool operator==(BFloat16 a, BFloat16 b) noexcept { return a.to_float() == b.to_float(); }

@@ -6,11 +6,18 @@
 // are joined into one Trace; a hole or an overlap starts a new Trace and is listed in
 // Waveforms::gaps (use merge_traces(..., true) to zero-fill). Text (log) records carry no samples
 // and are skipped. libmseed's own messages are captured and put into the IoError, never printed.
+// A Steim record that decodes but fails its integrity check (last sample != the frame's reverse
+// integration constant) is an IoError too: ObsPy only warns there, halfscope does not pass
+// possibly wrong samples on silently. Codes must be printable ASCII (trailing blanks dropped).
+//
+// libmseed 2.19 reads past a record on some malformed headers; every record is checked before
+// libmseed sees it (sample count against data bytes, the blockette chain), see mseed.cpp.
 //
 // miniSEED 2 keeps times to the microsecond: writing rounds start_ns to the nearest µs (with a
 // Blockette 1001 for the sub-100µs digits), so a write/read round trip returns start times to the
-// µs, and samples, codes and sample rates exactly (rates that the SEED factor/multiplier pair
-// cannot express exactly also get a Blockette 100, whose float32 rate is then what is read back).
+// µs, and samples and codes exactly. Sample rates come back exactly when the factor/multiplier
+// pair libmseed derives from them holds them exactly (integer rates, 1/n Hz, 19.98 Hz, ...);
+// otherwise a Blockette 100 carries the rate as a float32, which is what is read back.
 //
 // Built without libmseed, every function here throws Unsupported.
 #pragma once

@@ -91,7 +91,8 @@ struct NpzWriteOptions {
 
 /// The .npz archive (members stored uncompressed, as np.savez writes) in memory. Names must be
 /// non-empty, unique and free of NUL; ".npy" is appended to each. Throws InvalidInput otherwise.
-std::vector<std::byte> serialize_npz(const NamedArrays& arrays, const NpzWriteOptions& options = {});
+std::vector<std::byte> serialize_npz(const NamedArrays& arrays,
+                                     const NpzWriteOptions& options = {});
 
 /// Writes a .npz archive atomically, streaming each array's data without an extra copy.
 void write_npz(const std::filesystem::path& path, const NamedArrays& arrays,

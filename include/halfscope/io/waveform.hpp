@@ -60,6 +60,8 @@ struct Waveforms {
 /// samples and dropping the later segment's overlapping ones (never averaging), so that each id
 /// becomes one trace. Segments with a different rate or dtype are never joined. Every gap and
 /// overlap met is returned in `gaps` (recomputed; the input's gaps are not copied), filled or not.
+/// Segments without samples are dropped. Throws InvalidInput for a trace that is not 1-D or has a
+/// non-positive rate, and when zero-filling would make a trace longer than 2^28 samples.
 Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero);
 
 /// "2019-01-01T00:00:00.000000Z": ISO-8601 UTC with `fraction_digits` (0..9) digits of seconds,
@@ -71,14 +73,16 @@ std::string format_iso8601(std::int64_t ns, int fraction_digits = 9);
 std::int64_t parse_iso8601(std::string_view text);
 
 /// ns since the epoch of a UTC calendar time (proleptic Gregorian; day_of_year is 1-based).
-/// Fields are not range-checked here: callers validate what they read.
+/// Fields are not range-checked here (callers validate what they read), but a year outside
+/// 1677..2262 or a result outside int64 throws InvalidInput.
 std::int64_t utc_to_ns(std::int64_t year, std::int64_t day_of_year, std::int64_t hour,
                        std::int64_t minute, std::int64_t second, std::int64_t nanosecond);
 
-/// The calendar fields of a time, the inverse of utc_to_ns.
+/// The UTC calendar fields of a time (month, day and day_of_year 1-based).
 struct UtcFields {
   std::int64_t year, month, day, day_of_year, hour, minute, second, nanosecond;
 };
+/// The calendar fields of `ns` since the epoch, the inverse of utc_to_ns (any int64 works).
 UtcFields ns_to_utc(std::int64_t ns);
 
 }  // namespace halfscope::io

@@ -38,8 +38,10 @@ struct HalfFormat {
     return __half_as_ushort(__float2half_rn(x));  // round to nearest even, overflow to +-inf
   }
   __device__ static float widen(std::uint16_t b) {
-    if ((b & 0x7c00u) == 0x7c00u && (b & 0x3ffu) != 0)  // NaN: keep sign and payload
-      return __uint_as_float((static_cast<unsigned int>(b & 0x8000u) << 16) | 0x7f800000u |
+    // NaN: same sign and payload, quiet bit set (IEEE: a signalling NaN converts to a quiet one),
+    // as the CPU's _Float16 widening gives.
+    if ((b & 0x7c00u) == 0x7c00u && (b & 0x3ffu) != 0)
+      return __uint_as_float((static_cast<unsigned int>(b & 0x8000u) << 16) | 0x7fc00000u |
                              (static_cast<unsigned int>(b & 0x3ffu) << 13));
     return __half2float(__ushort_as_half(b));  // exact
   }
@@ -60,7 +62,9 @@ struct BFloat16Format {
 };
 
 /// A fresh set of counts (no overflow yet).
-__device__ inline ConversionCounters zero_counters() { return {0, 0, 0, 0, LLONG_MAX}; }
+__device__ inline ConversionCounters zero_counters() {
+  return {0, 0, 0, 0, LLONG_MAX};
+}
 
 /// Adds one conversion of `x` with result `bits` to `t`: classify_conversion of
 /// src/core/convert.cpp, on the device.
@@ -89,7 +93,8 @@ __device__ inline void warp_reduce(ConversionCounters& t) {
     t.underflow += __shfl_down_sync(0xffffffffu, t.underflow, offset);
     t.subnormal += __shfl_down_sync(0xffffffffu, t.subnormal, offset);
     t.nan += __shfl_down_sync(0xffffffffu, t.nan, offset);
-    t.first_overflow = min(t.first_overflow, __shfl_down_sync(0xffffffffu, t.first_overflow, offset));
+    t.first_overflow =
+        min(t.first_overflow, __shfl_down_sync(0xffffffffu, t.first_overflow, offset));
   }
 }
 

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Builds and checks halfscope on a GPU machine and records the machine's ceilings.
+#
+#   tools/gpu-check.sh RESULTS_DIR
+#
+# Prints the GPU and toolkit, configures a Release build with CUDA for sm_90 and -Werror into
+# build-gpu-check (with the dependencies staged by tools/stage-deps.sh in .deps/root), builds,
+# runs the GPU tests (ctest -L gpu), then the whole suite, `halfscope info --json` and
+# `halfscope bench ceilings`. RESULTS_DIR stays flat and small:
+#   summary.txt                  each step's exit status and seconds, test totals, ceilings table
+#   gpu-check.log                machine, toolkit, configure and build output, benchmark progress
+#   ctest-gpu.log, ctest-all.log ctest -L gpu, and the whole ctest, --output-on-failure
+#   info.json                    halfscope info --json
+#   <date>-<gpu>-ceilings.json   the ceilings in the benchmark schema (bench/README.md)
+# Exit status: 0 when everything passed; 1 when a GPU test failed (the benchmarks still run
+# first); 2 for any other failure (configure, build, other tests, benchmark).
+set -uo pipefail  # not -e: a failed step is recorded and the later steps still run
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 RESULTS_DIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+results="$(cd "$1" && pwd)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$repo/build-gpu-check"
+log="$results/gpu-check.log"
+summary="$results/summary.txt"
+: > "$log"
+: > "$summary"
+gpu_failed=0
+other_failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# step NAME OUTFILE COMMAND...: runs COMMAND with stdout and stderr appended to OUTFILE and
+# records its exit status and duration in summary.txt. Returns the command's status.
+step() {
+  local name="$1" out="$2"
+  shift 2
+  local t0 t1 rc
+  t0="$(date +%s%N)"
+  echo "=== $name: $*" >> "$out"
+  "$@" >> "$out" 2>&1
+  rc=$?
+  t1="$(date +%s%N)"
+  note "$(printf '%-22s exit %-3s %7d s' "$name" "$rc" $(((t1 - t0) / 1000000000)))"
+  return $rc
+}
+
+note "halfscope gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname)"
+
+# The staged shared libraries (cfitsio, libmseed) must load for the tests and the CLI.
+staged_lib="$repo/.deps/root/usr/lib/x86_64-linux-gnu"
+[ -d "$staged_lib" ] && export LD_LIBRARY_PATH="$staged_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -z "${HALFSCOPE_COMMIT:-}" ] && command -v git > /dev/null; then
+  HALFSCOPE_COMMIT="$(git -C "$repo" rev-parse --short HEAD 2> /dev/null || true)"
+  [ -n "$HALFSCOPE_COMMIT" ] && export HALFSCOPE_COMMIT
+fi
+
+{
+  echo "=== machine"
+  nvidia-smi || echo "nvidia-smi failed"
+  nvcc --version || echo "nvcc not found"
+  cmake --version | head -1
+  "${CXX:-g++}" --version | head -1
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  echo "HALFSCOPE_COMMIT=${HALFSCOPE_COMMIT:-}"
+} >> "$log" 2>&1
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)"
+note "GPU: ${gpu_name:-none}; CUDA $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*' || echo 'compiler not found')"
+
+cmake_args=(-S "$repo" -B "$build" -DHALFSCOPE_WITH_CUDA=ON -DHALFSCOPE_CUDA_ARCHS=90
+            -DHALFSCOPE_WERROR=ON -DCMAKE_BUILD_TYPE=Release)
+command -v ninja > /dev/null && cmake_args+=(-G Ninja)
+# A staged libcfitsio whose own dependencies (libcurl-gnutls, libbz2) are missing here cannot
+# load: build without FITS rather than have every test binary fail at start-up.
+if [ -e "$staged_lib/libcfitsio.so" ] && ldd "$staged_lib/libcfitsio.so" 2>&1 | grep -q "not found"; then
+  cmake_args+=(-DHALFSCOPE_WITH_FITS=OFF)
+  note "FITS disabled: the staged libcfitsio lacks $(ldd "$staged_lib/libcfitsio.so" | awk '/not found/ {print $1}' | paste -sd' ')"
+fi
+
+jobs="$(nproc 2> /dev/null || echo 8)"
+if step configure "$log" cmake "${cmake_args[@]}"; then
+  # Keep going past a failing target so that everything else still gets built and tested.
+  keep_going=-k
+  [ -f "$build/build.ninja" ] && keep_going="-k 0"
+  # shellcheck disable=SC2086
+  step build "$log" cmake --build "$build" -j "$jobs" -- $keep_going || other_failed=1
+else
+  other_failed=1
+fi
+
+if [ -f "$build/CTestTestfile.cmake" ]; then
+  (cd "$build" && step "ctest -L gpu" "$results/ctest-gpu.log" ctest -L gpu --output-on-failure --timeout 300) ||
+    gpu_failed=1
+  (cd "$build" && step "ctest (all)" "$results/ctest-all.log" ctest --output-on-failure --timeout 300 -j 4) ||
+    other_failed=1
+  for f in ctest-gpu.log ctest-all.log; do
+    note "  $f: $(grep -E 'tests passed|No tests were found' "$results/$f" | tail -1)"
+    grep -E '^\s+[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess|Child|Exception|Not Run)' "$results/$f" |
+      sed 's/^/    /' | tee -a "$summary"
+  done
+  grep -h -E '^\[  SKIPPED \] [A-Za-z]' "$results/ctest-gpu.log" | sort -u | head -20 | sed 's/^/    /' | tee -a "$summary"
+else
+  other_failed=1
+  note "no test tree: configure failed"
+fi
+
+cli="$build/apps/halfscope/halfscope"
+if [ -x "$cli" ]; then
+  step "halfscope info" "$log" sh -c "\"$cli\" info --json > \"$results/info.json\"" || other_failed=1
+  slug="$(echo "${gpu_name:-cpu}" | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
+  json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-ceilings.json"
+  table="$(mktemp)"
+  if step "bench ceilings" "$log" sh -c "\"$cli\" bench ceilings --json \"$json\" > \"$table\""; then
+    tee -a "$summary" < "$table"
+  else
+    other_failed=1
+    tail -5 "$log" | tee -a "$summary"
+  fi
+  rm -f "$table"
+else
+  other_failed=1
+  note "no halfscope binary: build failed (see gpu-check.log)"
+fi
+
+status=0
+[ $other_failed -eq 1 ] && status=2
+[ $gpu_failed -eq 1 ] && status=1
+note "result: $([ $status -eq 0 ] && echo PASS || echo FAIL) (gpu tests failed: $gpu_failed, other failures: $other_failed)"
+exit $status

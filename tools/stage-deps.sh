@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Stages the build dependencies that a bare GPU machine lacks into .deps/root (git-ignored; the
+# top-level CMakeLists.txt prepends .deps/root/usr to CMAKE_PREFIX_PATH). Run it here, on the
+# Debian machine with apt; the GPU machine (Ubuntu 24.04) then builds without network access.
+#
+#   tools/stage-deps.sh            # (re)creates .deps/root, prints what it staged and the size
+#
+# Staged: CLI11 and nlohmann-json (headers + CMake configs), the GoogleTest *sources* (package
+# googletest: tests/CMakeLists.txt builds them when no installed GTest is found; the prebuilt
+# libgtest-dev archives are deliberately not staged so the GPU machine's compiler builds its own),
+# cfitsio and libmseed (headers + shared libraries). Documentation, man pages and static archives
+# are pruned. Idempotent: every run rebuilds .deps/root from scratch and replaces it atomically.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+stage="$repo/.deps/root"
+packages=(libcli11-dev nlohmann-json3-dev googletest libcfitsio-dev libcfitsio10 libmseed-dev libmseed2)
+limit_mib=60
+
+for tool in apt-get dpkg-deb du; do
+  command -v "$tool" > /dev/null || { echo "stage-deps: $tool not found (run this on the Debian build machine)" >&2; exit 2; }
+done
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/debs" "$work/root" "$repo/.deps"
+
+echo "stage-deps: downloading ${packages[*]}"
+(cd "$work/debs" && apt-get download "${packages[@]}" > "$work/download.log" 2>&1) || {
+  cat "$work/download.log" >&2
+  echo "stage-deps: apt-get download failed (package names: apt-cache policy <name>)" >&2
+  exit 1
+}
+
+manifest="$work/root/STAGED.txt"
+{
+  echo "# Staged by tools/stage-deps.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(grep -m1 "^PRETTY_NAME=" /etc/os-release | cut -d= -f2 | tr -d '"')"
+} > "$manifest"
+for deb in "$work"/debs/*.deb; do
+  dpkg-deb -x "$deb" "$work/root"
+  line="$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)"
+  echo "$line" >> "$manifest"
+  echo "  staged $line"
+done
+
+# Prune what no build needs: documentation, man pages, lintian overrides, static archives and
+# pkg-config files of the static libraries (the shared ones are linked), googletest docs.
+rm -rf "$work/root/usr/share/doc" "$work/root/usr/share/man" "$work/root/usr/share/lintian" \
+       "$work/root/usr/share/doc-base"
+find "$work/root" -name '*.a' -delete
+find "$work/root/usr/src/googletest" -type d \( -name docs -o -name test -o -name samples \) -prune \
+  -exec rm -rf {} + 2> /dev/null || true
+
+rm -rf "$stage.old"
+[ -d "$stage" ] && mv "$stage" "$stage.old"
+mv "$work/root" "$stage"
+rm -rf "$stage.old"
+
+size_kib="$(du -sk "$stage" | cut -f1)"
+echo "stage-deps: $stage holds $(find "$stage" -type f | wc -l) files, $((size_kib / 1024)) MiB ($size_kib KiB)"
+if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
+  echo "stage-deps: larger than ${limit_mib} MiB: prune more before carrying it to the GPU machine" >&2
+  exit 1
+fi

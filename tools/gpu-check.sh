@@ -120,6 +120,39 @@ if [ -x "$cli" ]; then
     tail -5 "$log" | tee -a "$summary"
   fi
   rm -f "$table"
+
+  # Convolution (study 000): HALFSCOPE_BENCH_CONV=full (default) | quick | off. One JSON per
+  # run: the halfscope sweeps merged, then cuDNN (PyTorch) and CuPy appended on the same inputs.
+  conv_level="${HALFSCOPE_BENCH_CONV:-full}"
+  if [ "$conv_level" != off ]; then
+    conv_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-conv.json"
+    inputs="$(mktemp -d)"
+    parts=()
+    run_conv() {  # run_conv NAME ARGS...: one sweep into $inputs/NAME.json
+      local name="$1"
+      shift
+      step "bench conv $name" "$log" "$cli" bench conv --json "$inputs/$name.json" \
+        --export-inputs "$inputs" --image512 "$repo/data/camera.npy" --results "$results" "$@" &&
+        parts+=("$inputs/$name.json")
+    }
+    if [ "$conv_level" = quick ]; then
+      run_conv 512 --sizes 512 --widths 3,7,15,31,65,115 --repeats 10
+    else
+      run_conv 512 --sizes 512
+      run_conv 4096 --sizes 4096 --methods naive:single,naive:mixed,register:single,register:half,register:mixed,register:bf16,fft:single,fft:mixed,fft:half,tensor:mixed,tensor:bf16,tensor:split,auto:single,auto:mixed,auto:split
+      run_conv 8192 --sizes 8192 --widths 3,7,15,31,65,115 --methods register:single,register:mixed,fft:single,tensor:split,auto:single,auto:split
+    fi
+    if ((${#parts[@]})); then
+      python3 "$repo/bench/peers/merge_reports.py" "$conv_json" "${parts[@]}" &&
+        step "conv peers" "$log" python3 "$repo/bench/peers/conv_peers.py" --inputs "$inputs" --report "$conv_json" ||
+        other_failed=1
+      step "conv table" "$log" python3 "$repo/tools/perf_tables.py" conv "$conv_json" --out "$results/conv-summary.md" &&
+        tail -n 40 "$results/conv-summary.md" | tee -a "$summary"
+    else
+      other_failed=1
+    fi
+    rm -rf "$inputs"
+  fi
 else
   other_failed=1
   note "no halfscope binary: build failed (see gpu-check.log)"

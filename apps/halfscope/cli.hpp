@@ -43,4 +43,13 @@ void register_info(CLI::App& app, Globals& g);
 void register_convert(CLI::App& app, Globals& g);
 void register_bench(CLI::App& app, Globals& g);
 void register_demo(CLI::App& app, Globals& g);
+void register_conv(CLI::App& app, Globals& g);
+void register_bench_conv(CLI::App& bench, Globals& g);
+void register_simulate(CLI::App& app, Globals& g);
+
+/// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
+/// format has no such type (FITS; BF16 in .npy), with a note on stderr.
+void write_array(const Globals& g, const std::string& path, const Array& a,
+                 const std::string& history);
+
 }  // namespace halfscope::cli

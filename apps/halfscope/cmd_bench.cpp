@@ -114,6 +114,7 @@ void register_bench(CLI::App& app, Globals& g) {
           "GEMM order n of the measured device (default 8192 on a GPU, 2048 with --cpu-only)")
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{32768}));
   ceilings->callback([args, &g] { run_ceilings(*args, g); });
+  register_bench_conv(*bench, g);
 }
 
 }  // namespace halfscope::cli

@@ -90,12 +90,7 @@ std::string render_demo_page(const DemoPage& p) {
          "machines with <code>tools/gpu-check.sh</code>.</p>\n";
   h << "</section>\n";
 
-  study_section(h, "conv", "Convolution and deconvolution (study 000)",
-                "Seznec, Gac, Ferrari, Orieux, SiPS 2018",
-                "Single-channel 2D convolution by naive, register (PRCF), FFT, GEMM, cuDNN and "
-                "tensor-core methods in every precision; Tikhonov deconvolution of a simulated "
-                "SKA / MeerKAT observation.",
-                "Not built yet: arrives with the convolution and deconvolution issues.");
+  h << p.conv_section;
   study_section(h, "mfilter", "Matched filtering (study 001)",
                 "Yamaguchi, Ichimura, Fujita, Kato, Nakagawa, IEEE SPL 2019",
                 "Normalized cross-correlation of seismic templates against continuous data on tensor "

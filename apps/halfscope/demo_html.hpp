@@ -1,6 +1,7 @@
 // The demo report page: plain HTML with inline CSS, no script, readable offline.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ struct DemoPage {
   std::optional<bench::BenchReport> cpu_ceilings;  // measured in this run
   std::optional<bench::BenchReport> gpu_ceilings;  // measured in this run, when a GPU is present
   std::vector<bench::BenchReport> recorded;        // bench/results/*ceilings*.json
+  std::string conv_section;  // HTML, made by demo_conv_section
   double seconds = 0;
 };
 
@@ -25,5 +27,10 @@ struct DemoPage {
 std::string html_escape(const std::string& s);
 
 std::string render_demo_page(const DemoPage& page);
+
+struct Globals;
+/// The convolution section: a CPU sweep measured now (when `measure`) and the recorded GPU runs.
+std::string demo_conv_section(const Globals& g, const std::filesystem::path& camera,
+                              const std::filesystem::path& results, bool measure);
 
 }  // namespace halfscope::cli

@@ -1,0 +1,87 @@
+// Single-channel 2D convolution (study 000): every method of the study on CPU and GPU, in every
+// precision, with the semantics of scipy.signal.convolve2d.
+//
+//   out = convolve2d(image, kernel, {.mode = ConvMode::same, .precision = Precision::Mixed});
+//
+// `mode` full / same / valid and `boundary` zero / circular follow scipy.signal.convolve2d with
+// boundary='fill' (fillvalue 0) and boundary='wrap'. A true convolution flips the kernel;
+// `correlate` computes scipy.signal.correlate2d instead. As in SciPy, `valid` needs one input at
+// least as large as the other in both dimensions and then swaps them if the kernel is the larger.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "halfscope/core/array.hpp"
+#include "halfscope/core/device.hpp"
+#include "halfscope/core/precision.hpp"
+
+namespace halfscope {
+
+enum class ConvMode { Full, Same, Valid };
+enum class Boundary { Zero, Circular };
+
+/// How the convolution is computed. CPU: Direct, FFT. GPU: Naive, Register (PRCF), FFT, Gemm,
+/// Cudnn, Tensor. Auto picks by measuring on the first call for a shape (see conv_plan.hpp).
+enum class ConvMethod { Auto, Direct, FFT, Naive, Register, Gemm, Cudnn, Tensor };
+
+std::string_view conv_mode_name(ConvMode m) noexcept;
+std::string_view boundary_name(Boundary b) noexcept;
+std::string_view conv_method_name(ConvMethod m) noexcept;
+/// Parsers accept the names above in lower case ("same", "circular", "register"); they throw
+/// InvalidInput listing the valid names.
+ConvMode parse_conv_mode(std::string_view text);
+Boundary parse_boundary(std::string_view text);
+ConvMethod parse_conv_method(std::string_view text);
+
+struct ConvOptions {
+  ConvMode mode = ConvMode::Full;  // SciPy's default
+  Boundary boundary = Boundary::Zero;
+  bool correlate = false;
+  ConvMethod method = ConvMethod::Auto;
+  Precision precision = Precision::Single;
+  DeviceKind device = DeviceKind::Auto;
+  /// For method Auto on the GPU: time the candidate methods on the first call of a shape and
+  /// remember the fastest (FFTW-style planning). Off, or with HALFSCOPE_CONV_MEASURE=0 in the
+  /// environment, a documented heuristic chooses instead (conv_heuristic_method).
+  bool plan_by_measuring = true;
+};
+
+/// Output extent (rows, cols) of a convolution of an (r x c) image with a (kr x kc) kernel.
+/// Throws InvalidInput for empty inputs or, in valid mode, inputs where neither contains the other.
+std::pair<std::int64_t, std::int64_t> conv_output_shape(std::int64_t r, std::int64_t c,
+                                                        std::int64_t kr, std::int64_t kc,
+                                                        ConvMode mode);
+
+/// The storage dtype of a precision: f64, f32 (single, tf32, split), f16 (half, mixed), bf16.
+DType storage_dtype(Precision p) noexcept;
+
+/// Convolves a 2-D image with a 2-D kernel (any real dtypes; converted to the precision's storage
+/// type with overflow counted: an FP16 overflow is a NumericalError, never an inf). Host arrays
+/// give a host result; device arrays a device result. The result's dtype is storage_dtype().
+Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& options = {});
+
+/// As convolve2d, into a preallocated `out` of the output shape and storage dtype, in the same
+/// memory as the image (no allocation and no copy when the inputs are already device arrays of
+/// the storage dtype: the form benchmarks and iterative solvers use). GPU work is enqueued on the
+/// default stream and ordered with later work on it; results are complete when the call returns
+/// for host outputs.
+void convolve2d_into(const Array& image, const Array& kernel, Array& out,
+                     const ConvOptions& options = {});
+
+/// The method a call with these arguments runs: `options.method`, or what Auto chooses (planning
+/// by measurement on the first call of a shape when enabled). Validates like convolve2d.
+ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& options);
+
+/// The method Auto picks without measuring, for a kernel of (krows x kcols), a precision and a
+/// resolved device (Cpu or Cuda). See docs/conv.md for the rule and the measurements behind it.
+ConvMethod conv_heuristic_method(std::int64_t krows, std::int64_t kcols, Precision precision,
+                                 DeviceKind device);
+
+/// The precisions a method supports on a device kind ("direct on the CPU: double, single, half,
+/// mixed, bf16"), for messages and for the benchmark's sweep.
+std::vector<Precision> conv_supported_precisions(ConvMethod method, DeviceKind device);
+
+}  // namespace halfscope

@@ -1,0 +1,122 @@
+#include "halfscope/bench/conv_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/core/metrics.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/sim/kernels.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#endif
+
+namespace halfscope::bench {
+
+#if !HALFSCOPE_WITH_CUDA
+BenchReport run_conv_bench(const ConvBenchOptions&) {
+  throw Unsupported("bench conv: needs CUDA; this halfscope was built without it");
+}
+#else
+
+namespace {
+
+void say(const ConvBenchOptions& o, const std::string& m) {
+  if (o.progress) o.progress(m);
+}
+
+std::vector<std::pair<ConvMethod, Precision>> default_cases() {
+  std::vector<std::pair<ConvMethod, Precision>> out;
+  for (ConvMethod m : {ConvMethod::Naive, ConvMethod::Register, ConvMethod::FFT, ConvMethod::Gemm,
+                       ConvMethod::Tensor, ConvMethod::Auto})
+    for (Precision p : conv_supported_precisions(m, DeviceKind::Cuda))
+      if (p != Precision::Double) out.emplace_back(m, p);
+  return out;
+}
+
+Array test_image(std::int64_t n, const ConvBenchOptions& o) {
+  if (n == 512 && !o.image_512.empty() && std::filesystem::exists(o.image_512)) {
+    Array a = io::read_npy(o.image_512);
+    if (a.shape() == Shape{512, 512}) return a.astype(DType::f64);
+  }
+  return sim::random_image(n, n, 1000 + static_cast<std::uint64_t>(n));
+}
+
+}  // namespace
+
+BenchReport run_conv_bench(const ConvBenchOptions& o) {
+  BenchReport report = BenchReport::start("conv", describe_cuda_device(0));
+  const auto cases = o.cases.empty() ? default_cases() : o.cases;
+  if (!o.export_dir.empty()) std::filesystem::create_directories(o.export_dir);
+  cuda::EventTimer timer;
+  for (std::int64_t n : o.sizes) {
+    const Array image64 = test_image(n, o);
+    if (!o.export_dir.empty())
+      io::write_npy(o.export_dir / ("image_" + std::to_string(n) + ".npy"), image64.astype(DType::f32));
+    for (std::int64_t w : o.widths) {
+      const Array kernel64 = sim::gaussian_kernel(w);
+      if (!o.export_dir.empty() && n == o.sizes.front())
+        io::write_npy(o.export_dir / ("kernel_" + std::to_string(w) + ".npy"), kernel64);
+      // FP64 reference: the direct sum in double on the GPU (an exact-order FP64 direct method).
+      ConvOptions ref_opt;
+      ref_opt.mode = ConvMode::Same;
+      ref_opt.precision = Precision::Double;
+      ref_opt.method = ConvMethod::Naive;
+      ref_opt.device = DeviceKind::Cuda;
+      const Array reference = convolve2d(image64, kernel64, ref_opt);
+      say(o, "conv " + std::to_string(n) + "^2, width " + std::to_string(w));
+      for (const auto& [method, precision] : cases) {
+        ConvOptions opt;
+        opt.mode = ConvMode::Same;
+        opt.method = method;
+        opt.precision = precision;
+        opt.device = DeviceKind::Cuda;
+        BenchCase c;
+        c.implementation = "halfscope";
+        c.method = std::string(conv_method_name(method));
+        c.precision = std::string(precision_name(precision));
+        c.params = {{"rows", n}, {"cols", n}, {"kernel", w}, {"mode", std::string("same")},
+                    {"boundary", std::string("zero")}};
+        try {
+          const DType st = storage_dtype(precision);
+          const Array img = image64.astype(st).to(Memory::device);
+          const Array ker = kernel64.astype(st).to(Memory::device);
+          Array out(st, {n, n}, Memory::device);
+          convolve2d_into(img, ker, out, opt);  // warm-up: plans, caches, Auto's measurement
+          std::vector<double> samples;
+          double total = 0;
+          for (int r = 0; r < o.repeats && (r < 3 || total < o.max_ms_per_case); ++r) {
+            timer.start();
+            convolve2d_into(img, ker, out, opt);
+            const double ms = timer.stop_ms();
+            samples.push_back(ms);
+            total += ms;
+          }
+          c.stats = compute_stats(samples);
+          const double bytes = 2.0 * static_cast<double>(n * n) * static_cast<double>(dtype_size(st));
+          c.GBps = gbps(bytes, c.stats.median_ms);
+          c.TFLOPs = tflops(2.0 * static_cast<double>(n * n) * static_cast<double>(w * w), c.stats.median_ms);
+          const ErrorMetrics m = compare(reference, out.to(Memory::host));
+          c.error = {{"mre", m.mre}, {"max_abs", m.max_abs}, {"rel_frobenius", m.rel_frobenius}};
+          if (method == ConvMethod::Auto) {
+            const ConvMethod chosen = conv_resolve_method(img, ker, opt);
+            c.params["chosen"] = std::string(conv_method_name(chosen));
+          }
+        } catch (const Error& e) {
+          c.params["failed"] = std::string(e.what());
+          say(o, "  " + c.method + " " + c.precision + ": " + e.what());
+        }
+        report.cases.push_back(std::move(c));
+      }
+    }
+  }
+  return report;
+}
+
+#endif
+
+}  // namespace halfscope::bench

@@ -1,0 +1,289 @@
+// Convolution dispatch: validate, convert to the precision's storage type, reduce mode, boundary,
+// correlation and SciPy's valid-mode swap to one Geometry, choose the method, call the backend.
+#include "halfscope/conv.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "conv/backends.hpp"
+#include "conv/planner.hpp"
+#include "halfscope/core/convert.hpp"
+#include "halfscope/core/error.hpp"
+
+namespace halfscope {
+
+namespace {
+template <class E, std::size_t N>
+E parse_name(std::string_view text, const std::array<std::pair<std::string_view, E>, N>& names,
+             const char* what) {
+  for (const auto& [name, value] : names)
+    if (text == name) return value;
+  std::string valid;
+  for (const auto& [name, value] : names) valid += std::string(valid.empty() ? "" : ", ") += name;
+  throw InvalidInput("unknown " + std::string(what) + " '" + std::string(text) +
+                     "': expected one of " + valid);
+}
+template <class E, std::size_t N>
+std::string_view name_of(E e, const std::array<std::pair<std::string_view, E>, N>& names) {
+  for (const auto& [name, value] : names)
+    if (e == value) return name;
+  return "unknown";
+}
+
+constexpr std::array<std::pair<std::string_view, ConvMode>, 3> kModes{
+    {{"full", ConvMode::Full}, {"same", ConvMode::Same}, {"valid", ConvMode::Valid}}};
+constexpr std::array<std::pair<std::string_view, Boundary>, 2> kBoundaries{
+    {{"zero", Boundary::Zero}, {"circular", Boundary::Circular}}};
+constexpr std::array<std::pair<std::string_view, ConvMethod>, 8> kMethods{
+    {{"auto", ConvMethod::Auto},
+     {"direct", ConvMethod::Direct},
+     {"fft", ConvMethod::FFT},
+     {"naive", ConvMethod::Naive},
+     {"register", ConvMethod::Register},
+     {"gemm", ConvMethod::Gemm},
+     {"cudnn", ConvMethod::Cudnn},
+     {"tensor", ConvMethod::Tensor}}};
+}  // namespace
+
+std::string_view conv_mode_name(ConvMode m) noexcept {
+  return name_of(m, kModes);
+}
+std::string_view boundary_name(Boundary b) noexcept {
+  return name_of(b, kBoundaries);
+}
+std::string_view conv_method_name(ConvMethod m) noexcept {
+  return name_of(m, kMethods);
+}
+ConvMode parse_conv_mode(std::string_view t) {
+  return parse_name(t, kModes, "mode");
+}
+Boundary parse_boundary(std::string_view t) {
+  if (t == "fill") return Boundary::Zero;  // SciPy's names
+  if (t == "wrap") return Boundary::Circular;
+  return parse_name(t, kBoundaries, "boundary");
+}
+ConvMethod parse_conv_method(std::string_view t) {
+  return parse_name(t, kMethods, "method");
+}
+
+DType storage_dtype(Precision p) noexcept {
+  switch (p) {
+    case Precision::Double:
+      return DType::f64;
+    case Precision::Half:
+    case Precision::Mixed:
+      return DType::f16;
+    case Precision::BF16:
+      return DType::bf16;
+    case Precision::Single:
+    case Precision::TF32:
+    case Precision::Split:
+      return DType::f32;
+  }
+  return DType::f32;
+}
+
+std::pair<std::int64_t, std::int64_t> conv_output_shape(std::int64_t r, std::int64_t c,
+                                                        std::int64_t kr, std::int64_t kc,
+                                                        ConvMode mode) {
+  if (r <= 0 || c <= 0 || kr <= 0 || kc <= 0)
+    throw InvalidInput("convolve2d: empty input: image " + std::to_string(r) + "x" +
+                       std::to_string(c) + ", kernel " + std::to_string(kr) + "x" +
+                       std::to_string(kc));
+  switch (mode) {
+    case ConvMode::Full:
+      return {r + kr - 1, c + kc - 1};
+    case ConvMode::Same:
+      return {r, c};
+    case ConvMode::Valid:
+      if (kr <= r && kc <= c) return {r - kr + 1, c - kc + 1};
+      if (r <= kr && c <= kc) return {kr - r + 1, kc - c + 1};
+      throw InvalidInput(
+          "convolve2d: valid mode needs one input at least as large as the other in "
+          "both dimensions; found image " +
+          std::to_string(r) + "x" + std::to_string(c) + " and kernel " + std::to_string(kr) + "x" +
+          std::to_string(kc));
+  }
+  return {0, 0};
+}
+
+std::vector<Precision> conv_supported_precisions(ConvMethod method, DeviceKind device) {
+  using P = Precision;
+  const bool gpu = device == DeviceKind::Cuda;
+  switch (method) {
+    case ConvMethod::Auto:
+      return gpu ? std::vector<P>{P::Double, P::Single, P::Half, P::Mixed, P::BF16, P::Split}
+                 : std::vector<P>{P::Double, P::Single, P::Half, P::Mixed, P::BF16};
+    case ConvMethod::Direct:
+      return gpu ? std::vector<P>{}
+                 : std::vector<P>{P::Double, P::Single, P::Half, P::Mixed, P::BF16};
+    case ConvMethod::FFT:
+      return {P::Double, P::Single, P::Half, P::Mixed, P::BF16};
+    case ConvMethod::Naive:
+      return gpu ? std::vector<P>{P::Double, P::Single, P::Half, P::Mixed, P::BF16}
+                 : std::vector<P>{};
+    case ConvMethod::Register:
+      return gpu ? std::vector<P>{P::Single, P::Half, P::Mixed, P::BF16} : std::vector<P>{};
+    case ConvMethod::Gemm:
+      return gpu ? std::vector<P>{P::Double, P::Single, P::TF32, P::Half, P::Mixed, P::BF16}
+                 : std::vector<P>{};
+    case ConvMethod::Tensor:
+      return gpu ? std::vector<P>{P::Mixed, P::BF16, P::Split} : std::vector<P>{};
+    case ConvMethod::Cudnn:
+      return {};  // not built in this version (HALFSCOPE_WITH_CUDNN)
+  }
+  return {};
+}
+
+namespace {
+
+void check_supported(ConvMethod m, Precision p, DeviceKind d) {
+  const auto ps = conv_supported_precisions(m, d);
+  const std::string where = d == DeviceKind::Cuda ? "on the GPU" : "on the CPU";
+  if (m == ConvMethod::Cudnn)
+    throw Unsupported(
+        "convolve2d: method cudnn is not built (configure with HALFSCOPE_WITH_CUDNN)");
+  if (ps.empty())
+    throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) + " does not run " +
+                      where);
+  if (std::find(ps.begin(), ps.end(), p) == ps.end())
+    throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) + " " + where +
+                      " does not support precision " + std::string(precision_name(p)) +
+                      "; it supports " + precision_list(ps));
+}
+
+// The input in the precision's storage type, C-contiguous, in `memory`: the array itself when it
+// already is (no copy). A value that does not fit the storage type (FP16 overflow) is an error,
+// never an inf.
+Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
+  const DType want = storage_dtype(p);
+  const bool same_place = (memory == Memory::device) == a.on_device();
+  if (a.dtype() == want && a.is_c_contiguous() && same_place) return a;
+  Array host = a.on_device() ? a.to(Memory::host) : a;
+  Array s;
+  if (host.dtype() == want) {
+    s = host.contiguous();
+  } else {
+    ConversionReport r;
+    s = host.astype(want, &r);
+    require_finite(r, std::string("convolve2d: ") + what + " in " + std::string(precision_name(p)) +
+                          " storage (" + std::string(dtype_name(want)) + ")");
+  }
+  return memory == Memory::device ? s.to(Memory::device) : s;
+}
+
+Array flipped(const Array& k) {
+  const Array c = k.contiguous();
+  Array f(c.dtype(), c.shape());
+  const std::int64_t n = c.size(), item = c.itemsize();
+  const auto* src = static_cast<const std::byte*>(c.data());
+  auto* dst = static_cast<std::byte*>(f.data());
+  for (std::int64_t i = 0; i < n; ++i) std::copy_n(src + (n - 1 - i) * item, item, dst + i * item);
+  return f;
+}
+
+}  // namespace
+
+ConvMethod conv_heuristic_method(std::int64_t krows, std::int64_t kcols, Precision precision,
+                                 DeviceKind device) {
+  const std::int64_t w = std::max(krows, kcols);
+  if (device != DeviceKind::Cuda)
+    return w <= conv::kCpuDirectMaxWidth ? ConvMethod::Direct : ConvMethod::FFT;
+  switch (precision) {
+    case Precision::Split:
+      return ConvMethod::Tensor;
+    case Precision::Mixed:
+    case Precision::BF16:
+      return w <= conv::kGpuRegisterMaxWidth ? ConvMethod::Register
+             : w <= conv::kGpuTensorMaxWidth ? ConvMethod::Tensor
+                                             : ConvMethod::FFT;
+    case Precision::Half:
+    case Precision::Single:
+      return w <= conv::kGpuRegisterMaxWidth ? ConvMethod::Register : ConvMethod::FFT;
+    default:
+      return ConvMethod::FFT;
+  }
+}
+
+namespace {
+
+struct Prepared {
+  conv::Geometry g;
+  DeviceKind device = DeviceKind::Cpu;
+  ConvMethod method = ConvMethod::Auto;
+  Array image, kernel;  // storage dtype, in the memory the method runs in
+};
+
+Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) {
+  if (image.empty() || kernel.empty()) throw InvalidInput("convolve2d: an input array is empty");
+  if (image.ndim() != 2 || kernel.ndim() != 2)
+    throw InvalidInput("convolve2d: expected 2-D image and kernel, found image " + image.describe() +
+                       " and kernel " + kernel.describe());
+  Prepared w;
+  w.device = o.device;
+  if (w.device == DeviceKind::Auto && (image.on_device() || kernel.on_device())) w.device = DeviceKind::Cuda;
+  w.device = resolve_device(w.device);
+  const auto [out_rows, out_cols] =
+      conv_output_shape(image.dim(0), image.dim(1), kernel.dim(0), kernel.dim(1), o.mode);
+  const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
+  Array img = to_storage(image, o.precision, mem, "image");
+  // The kernel is small: flip it on the host for correlation.
+  Array ker = o.correlate ? to_storage(flipped(to_storage(kernel, o.precision, Memory::host, "kernel")),
+                                       o.precision, mem, "kernel")
+                          : to_storage(kernel, o.precision, mem, "kernel");
+  conv::Geometry& g = w.g;
+  g.boundary = o.boundary;
+  g.out_rows = out_rows;
+  g.out_cols = out_cols;
+  if (o.mode == ConvMode::Same) {
+    g.row0 = o.correlate ? ker.dim(0) / 2 : (ker.dim(0) - 1) / 2;
+    g.col0 = o.correlate ? ker.dim(1) / 2 : (ker.dim(1) - 1) / 2;
+  } else if (o.mode == ConvMode::Valid) {
+    // SciPy swaps the inputs when the kernel is the larger (a convolution commutes).
+    if (!(ker.dim(0) <= img.dim(0) && ker.dim(1) <= img.dim(1))) std::swap(img, ker);
+    g.row0 = ker.dim(0) - 1;
+    g.col0 = ker.dim(1) - 1;
+  }
+  g.rows = img.dim(0);
+  g.cols = img.dim(1);
+  g.krows = ker.dim(0);
+  g.kcols = ker.dim(1);
+  w.method = o.method == ConvMethod::Auto ? conv::plan_method(g, o.precision, w.device, o.plan_by_measuring)
+                                          : o.method;
+  check_supported(w.method, o.precision, w.device);
+  w.image = std::move(img);
+  w.kernel = std::move(ker);
+  return w;
+}
+
+}  // namespace
+
+void convolve2d_into(const Array& image, const Array& kernel, Array& out, const ConvOptions& o) {
+  Prepared w = prepare(image, kernel, o);
+  const Shape want{w.g.out_rows, w.g.out_cols};
+  const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
+  if (out.empty() || out.shape() != want || out.dtype() != storage_dtype(o.precision) ||
+      !out.is_c_contiguous() || out.on_device() != (mem == Memory::device))
+    throw InvalidInput("convolve2d_into: output must be a C-contiguous " +
+                       std::string(dtype_name(storage_dtype(o.precision))) + shape_to_string(want) +
+                       " " + std::string(memory_name(mem)) +
+                       " array, found " + (out.empty() ? std::string("an empty array") : out.describe()));
+  conv::run_method(w.method, w.g, o.precision, w.image, w.kernel, out);
+}
+
+ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
+  return prepare(image, kernel, o).method;
+}
+
+Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) {
+  Prepared w = prepare(image, kernel, o);
+  const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
+  Array out(storage_dtype(o.precision), {w.g.out_rows, w.g.out_cols}, mem);
+  conv::run_method(w.method, w.g, o.precision, w.image, w.kernel, out);
+  const bool device_input = image.on_device() || kernel.on_device();
+  return mem == Memory::device && !device_input ? out.to(Memory::host) : out;
+}
+
+}  // namespace halfscope

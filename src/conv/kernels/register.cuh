@@ -1,0 +1,387 @@
+// Device code of the register-blocked convolution (PRCF, Perrot et al. 2016, extended to a 2-D
+// register tile). Host side: src/conv/register_launch.cuh, instantiated per precision family in
+// src/conv/register_cuda_<family>.cu.
+//
+// Tile kernel (odd square kernels up to register_tuning::kMaxTemplateWidth, width KW a template
+// parameter, every loop unrolled): a block stages its input tile (TY*Q + KW - 1 rows of
+// TX*P + KW - 1 pixels) into shared memory with coalesced 16-byte loads, then each thread keeps a
+// P x Q tile of outputs in registers and walks its (Q + KW - 1) x (P + KW - 1) region of interest
+// row by row: each row is read once from shared memory (16-byte loads), converted once, and added
+// with the taps as immediate constant-bank operands of the FMAs into every accumulator it
+// touches. FP16 arithmetic runs packed: HFMA2 on two adjacent outputs, with the odd-shifted input
+// pairs made by one PRMT each. Zero and circular boundaries are both resolved while staging, so
+// the compute loop has no branch; only chunks that cross an image edge take the per-pixel path.
+//
+// Generic kernel (any kernel size, P a template parameter): the same scheme with the kernel width
+// at run time: input rows stream through shared memory one at a time, and the taps of a row are
+// walked in chunks of P with a 2P-pixel register window, so the inner chunk (P taps x P outputs
+// x Q rows) is unrolled and the tap is one LDC per P multiply-adds.
+//
+// Floors per call (H100 SXM: 3.35 TB/s, FP32 FMA ~25 T/s, packed FP16 HFMA2 ~50 T FMA/s):
+//   bytes >= (rows*cols + out_rows*out_cols) * sizeof(storage) (halo rows come from L2)
+//   FMAs   = out_rows*out_cols*krows*kcols
+// 4096^2, 3x3: 67 MB in FP16 -> 20 us at 3.35 TB/s; 0.15 G FMA -> 3 us packed: memory-bound.
+// 4096^2, 7x7 mixed: 20 us of memory vs 0.82 G FP32 FMA (33 us at the issue limit with the
+// conversions): compute-bound, ~60-70% of the copy bandwidth is the most FP32 arithmetic allows.
+#pragma once
+
+#include "conv/kernels/direct_common.cuh"
+#include "conv/kernels/register_tuning.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace halfscope::conv::kernels {
+
+/// Taps for the register kernels, in the arithmetic's layout (see CoefOf): 64 KB = 16384 FP32
+/// taps or FP16 pairs (127 x 127), 8192 FP64. Larger kernels are read from global memory.
+inline constexpr int kRegisterConstantBytes = 65536;  // register_plan::kConstantBytes
+static __constant__ uint4 c_reg_kernel[kRegisterConstantBytes / 16];
+
+/// Tap storage: FP32 for FP32 arithmetic (mixed and bf16 taps widened once), FP64 for double,
+/// and for FP16 arithmetic the tap duplicated in both halves of a 32-bit word, the multiplier
+/// operand of HFMA2 for two adjacent outputs.
+template <class Prec>
+struct CoefOf {
+  using T = float;
+};
+template <>
+struct CoefOf<PrecDouble> {
+  using T = double;
+};
+template <>
+struct CoefOf<PrecHalf> {
+  using T = unsigned int;
+};
+
+/// What the register kernels need beyond the geometry.
+struct RegArgs {
+  ConvArgs c;
+  const void* coef = nullptr;  // CoefOf<Prec>::T[krows * kcols] in global memory (large kernels)
+  long long n_tile_rows = 0;   // ceil(out_rows / (blockDim.y * Q))
+  int sp = 0;                  // shared-memory row pitch in pixels (multiple of 16 bytes)
+  int vec_in = 0;              // image rows 16-byte aligned: 16-byte loads allowed
+  int vec_out = 0;             // output rows 16-byte aligned: 16-byte stores allowed
+};
+
+template <class To, class From>
+__device__ inline To bit_as(const From& f) {
+  static_assert(sizeof(To) == sizeof(From));
+  To t;
+  memcpy(static_cast<void*>(&t), &f, sizeof(To));
+  return t;
+}
+
+/// Converts FP16/BF16 taps to the register layout of CoefOf.
+template <class Prec>
+__global__ void prepare_coefficients(const typename Prec::R* k, typename CoefOf<Prec>::T* dst,
+                                     long long n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<Prec, PrecHalf>)
+      dst[i] = static_cast<unsigned>(k[i]) * 0x10001u;  // (k, k)
+    else
+      dst[i] = Prec::widen(k[i]);
+  }
+}
+
+/// Tap `idx` from constant memory (kConst) or from the global copy.
+template <class Prec, bool kConst>
+__device__ inline typename CoefOf<Prec>::T coef(const RegArgs& a, int idx) {
+  using T = typename CoefOf<Prec>::T;
+  if constexpr (kConst)
+    return reinterpret_cast<const T*>(c_reg_kernel)[idx];
+  else
+    return __ldg(static_cast<const T*>(a.coef) + idx);
+}
+
+template <class R>
+__device__ inline void unpack16(const uint4 t, R (&v)[16 / sizeof(R)]) {
+  const unsigned w[4] = {t.x, t.y, t.z, t.w};
+  if constexpr (sizeof(R) == 2) {
+    HS_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = static_cast<R>(w[k] & 0xffffu);
+      v[2 * k + 1] = static_cast<R>(w[k] >> 16);
+    }
+  } else if constexpr (sizeof(R) == 4) {
+    HS_UNROLL
+    for (int k = 0; k < 4; ++k) v[k] = w[k];
+  } else {
+    v[0] = w[0] | (static_cast<R>(w[1]) << 32);
+    v[1] = w[2] | (static_cast<R>(w[3]) << 32);
+  }
+}
+
+/// Chunk (r, c) of a staging pass -> the next one nthreads further on (dr rows, dc chunks).
+__device__ inline void stage_step(int& r, int& c, int dr, int dc, int nchunks) {
+  c += dc;
+  r += dr;
+  if (c >= nchunks) {
+    c -= nchunks;
+    ++r;
+  }
+}
+
+/// Stores chunk c (pixels xa + c*V ...) of staged row r at sm[r * sp + (x - x0)], x0 = xa + s.
+template <class R, int V>
+__device__ inline void stage_store(R* sm, const R (&v)[V], int r, int c, int s, int sp,
+                                   int nchunks) {
+  const int base = r * sp + c * V - s;
+  if (c > 0 && c < nchunks - 1) {  // whole chunk inside the row
+    HS_UNROLL
+    for (int e = 0; e < V; ++e) sm[base + e] = v[e];
+  } else {
+    HS_UNROLL
+    for (int e = 0; e < V; ++e) {
+      const int sx = c * V + e - s;
+      if (sx >= 0 && sx < sp) sm[base + e] = v[e];
+    }
+  }
+}
+
+/// stage_store of a 16-byte chunk as loaded. FP16/BF16 chunks inside the row with an even shift
+/// s are 4-byte aligned in shared memory and go out as four 32-bit stores.
+template <class R>
+__device__ inline void stage_store_chunk(R* sm, const uint4 t, int r, int c, int s, int sp,
+                                         int nchunks) {
+  if constexpr (sizeof(R) == 2) {
+    if ((s & 1) == 0 && c > 0 && c < nchunks - 1) {
+      unsigned* dst = reinterpret_cast<unsigned*>(sm + r * sp + c * 8 - s);
+      dst[0] = t.x;
+      dst[1] = t.y;
+      dst[2] = t.z;
+      dst[3] = t.w;
+      return;
+    }
+  }
+  constexpr int V = 16 / static_cast<int>(sizeof(R));
+  R v[V];
+  unpack16<R>(t, v);
+  stage_store<R, V>(sm, v, r, c, s, sp, nchunks);
+}
+
+/// Stages image rows y0 .. y0 + nrows - 1, columns x0 .. x0 + sp - 1 (geometry.hpp's in(y, x),
+/// boundary included) into sm[r * sp + (x - x0)]. Global reads are 16-byte aligned chunks,
+/// coalesced along rows, kStageBatch of them issued per thread before any is used so that each
+/// thread has that many loads in flight. A chunk that crosses an image edge, or any chunk of an
+/// image whose rows are not 16-byte aligned, is read pixel by pixel with the boundary applied
+/// (the rare path, not unrolled). Pixels are stored one by one because x0 is not chunk-aligned in
+/// general; that is about one store per pixel, against KW^2 multiply-adds per output.
+template <class R>
+__device__ void stage_rows(const RegArgs& a, R* sm, long long y0, long long x0, int nrows, int sp,
+                           int tid, int nthreads) {
+  constexpr int V = 16 / static_cast<int>(sizeof(R));
+  constexpr int B = register_tuning::kStageBatch;
+  const R* img = static_cast<const R*>(a.c.image);
+  const long long rows = a.c.rows, cols = a.c.cols;
+  const long long xa = floor_div(x0, V) * V;
+  const int s = static_cast<int>(x0 - xa);
+  const int nchunks = (s + sp + V - 1) / V;
+  const int dr = nthreads / nchunks, dc = nthreads - dr * nchunks;
+  int r = tid / nchunks, c = tid - r * nchunks;
+  if (a.vec_in && y0 >= 0 && y0 + nrows <= rows && xa >= 0 &&
+      xa + static_cast<long long>(nchunks) * V <= cols) {
+    // The whole staged region is inside the image (block-uniform): every chunk is a 16-byte
+    // load, and the address advances with the (r, c) walk instead of being recomputed.
+    const R* p = img + (y0 + r) * cols + xa + static_cast<long long>(c) * V;
+    const long long step = dr * cols + static_cast<long long>(dc) * V;
+    const long long wrap = cols - static_cast<long long>(nchunks) * V;
+    while (r < nrows) {
+      const int r0 = r, c0 = c;
+      uint4 t[B];
+      unsigned live = 0;
+      HS_UNROLL
+      for (int k = 0; k < B; ++k) {
+        if (r < nrows) {
+          live |= 1u << k;
+          t[k] = __ldg(reinterpret_cast<const uint4*>(p));
+        }
+        p += step;
+        c += dc;
+        r += dr;
+        if (c >= nchunks) {
+          c -= nchunks;
+          ++r;
+          p += wrap;
+        }
+      }
+      int rk = r0, ck = c0;
+      HS_UNROLL
+      for (int k = 0; k < B; ++k) {
+        if (live & (1u << k)) stage_store_chunk<R>(sm, t[k], rk, ck, s, sp, nchunks);
+        stage_step(rk, ck, dr, dc, nchunks);
+      }
+    }
+    return;
+  }
+  while (r < nrows) {
+    const int r0 = r, c0 = c;
+    uint4 t[B];
+    unsigned fast = 0, live = 0;
+    HS_UNROLL
+    for (int k = 0; k < B; ++k) {
+      if (r < nrows) {
+        live |= 1u << k;
+        const long long y = y0 + r, xc = xa + static_cast<long long>(c) * V;
+        if (a.vec_in &&
+            static_cast<unsigned long long>(y) < static_cast<unsigned long long>(rows) && xc >= 0 &&
+            xc + V <= cols) {
+          t[k] = __ldg(reinterpret_cast<const uint4*>(img + y * cols + xc));
+          fast |= 1u << k;
+        }
+      }
+      stage_step(r, c, dr, dc, nchunks);
+    }
+    int rk = r0, ck = c0;
+    HS_UNROLL
+    for (int k = 0; k < B; ++k) {
+      if (fast & (1u << k)) stage_store_chunk<R>(sm, t[k], rk, ck, s, sp, nchunks);
+      stage_step(rk, ck, dr, dc, nchunks);
+    }
+    if (const unsigned slow = live & ~fast) {  // image edges, unaligned images
+      rk = r0;
+      ck = c0;
+      HS_NO_UNROLL
+      for (int k = 0; k < B; ++k) {
+        if (slow & (1u << k)) {
+          R v[V];
+          const long long xc = xa + static_cast<long long>(ck) * V;
+          HS_UNROLL
+          for (int e = 0; e < V; ++e)
+            v[e] = load_bounded(img, rows, cols, a.c.circular != 0, y0 + rk, xc + e);
+          stage_store<R, V>(sm, v, rk, ck, s, sp, nchunks);
+        }
+        stage_step(rk, ck, dr, dc, nchunks);
+      }
+    }
+  }
+}
+
+/// Reads NV 16-byte vectors of a shared-memory row into 32-bit words.
+template <int NV>
+__device__ inline void load_words(const void* p, unsigned (&w)[4 * NV]) {
+  const uint4* src = static_cast<const uint4*>(p);
+  HS_UNROLL
+  for (int n = 0; n < NV; ++n) {
+    const uint4 t = src[n];
+    w[4 * n] = t.x;
+    w[4 * n + 1] = t.y;
+    w[4 * n + 2] = t.z;
+    w[4 * n + 3] = t.w;
+  }
+}
+
+/// Element e of a word array, in the arithmetic type (FP32 or FP64 arithmetic only).
+template <class Prec, int N>
+__device__ inline typename Prec::A element(const unsigned (&w)[N], int e) {
+  if constexpr (std::is_same_v<Prec, PrecSingle>) {
+    return __uint_as_float(w[e]);
+  } else if constexpr (std::is_same_v<Prec, PrecDouble>) {
+    return __hiloint2double(static_cast<int>(w[2 * e + 1]), static_cast<int>(w[2 * e]));
+  } else if constexpr (std::is_same_v<Prec, PrecMixed>) {
+    const __half2 h = bit_as<__half2>(w[e >> 1]);
+    return (e & 1) ? __high2float(h) : __low2float(h);
+  } else {
+    static_assert(std::is_same_v<Prec, PrecBF16>);
+    return __uint_as_float((e & 1) ? (w[e >> 1] & 0xffff0000u) : (w[e >> 1] << 16));
+  }
+}
+
+/// The output words of one accumulator row: P storage values packed into 32-bit words.
+template <class Prec, int P>
+struct OutWords {
+  static constexpr int kWords = P * static_cast<int>(sizeof(typename Prec::R)) / 4;
+  unsigned w[kWords];
+};
+
+template <class Prec, int P>
+__device__ inline OutWords<Prec, P> pack_outputs(const typename Prec::A (&acc)[P]) {
+  OutWords<Prec, P> o;
+  if constexpr (std::is_same_v<Prec, PrecSingle>) {
+    HS_UNROLL
+    for (int p = 0; p < P; ++p) o.w[p] = __float_as_uint(acc[p]);
+  } else if constexpr (std::is_same_v<Prec, PrecDouble>) {
+    HS_UNROLL
+    for (int p = 0; p < P; ++p) {
+      o.w[2 * p] = static_cast<unsigned>(__double2loint(acc[p]));
+      o.w[2 * p + 1] = static_cast<unsigned>(__double2hiint(acc[p]));
+    }
+  } else if constexpr (std::is_same_v<Prec, PrecMixed>) {
+    HS_UNROLL
+    for (int p = 0; p < P; p += 2)
+      o.w[p / 2] = bit_as<unsigned>(__floats2half2_rn(acc[p], acc[p + 1]));
+  } else {
+    static_assert(std::is_same_v<Prec, PrecBF16>);
+    HS_UNROLL
+    for (int p = 0; p < P; p += 2)
+      o.w[p / 2] = bit_as<unsigned>(__floats2bfloat162_rn(acc[p], acc[p + 1]));
+  }
+  return o;
+}
+
+/// Output p of a packed row, as raw storage bits (p a compile-time index after unrolling).
+template <class Prec, int P>
+__device__ inline typename Prec::R output_bits(const OutWords<Prec, P>& o, int p) {
+  using R = typename Prec::R;
+  if constexpr (sizeof(R) == 2)
+    return static_cast<R>((p & 1) ? o.w[p >> 1] >> 16 : o.w[p >> 1] & 0xffffu);
+  else if constexpr (sizeof(R) == 4)
+    return o.w[p];
+  else
+    return o.w[2 * p] | (static_cast<R>(o.w[2 * p + 1]) << 32);
+}
+
+/// Stores P outputs of row i from column j0 (16-byte stores where aligned and inside). For
+/// FP16/BF16 storage returns a bit per stored output that is inf or NaN (bit p for column j0 + p):
+/// the caller recounts those against their inputs (count_overflow) once per tile.
+template <class Prec, int P>
+__device__ inline unsigned store_outputs(const RegArgs& a, const OutWords<Prec, P>& o, long long i,
+                                         long long j0) {
+  using R = typename Prec::R;
+  constexpr int NW = OutWords<Prec, P>::kWords;
+  if (i >= a.c.out_rows) return 0;
+  R* dst = static_cast<R*>(a.c.out) + i * a.c.out_cols + j0;
+  if (a.vec_out && j0 + P <= a.c.out_cols) {
+    static_assert(NW % 4 == 0);
+    HS_UNROLL
+    for (int n = 0; n < NW / 4; ++n)
+      reinterpret_cast<uint4*>(dst)[n] =
+          make_uint4(o.w[4 * n], o.w[4 * n + 1], o.w[4 * n + 2], o.w[4 * n + 3]);
+  } else {
+    HS_UNROLL
+    for (int p = 0; p < P; ++p)
+      if (j0 + p < a.c.out_cols) dst[p] = output_bits<Prec, P>(o, p);
+  }
+  unsigned mask = 0;
+  if constexpr (Prec::kNarrow) {
+    unsigned flags = 0;
+    HS_UNROLL
+    for (int n = 0; n < NW; ++n) flags |= nonfinite_pair_flags<Prec>(o.w[n]);
+    if (flags) {  // rare
+      HS_UNROLL
+      for (int p = 0; p < P; ++p)
+        if (j0 + p < a.c.out_cols && is_nonfinite_bits<Prec>(output_bits<Prec, P>(o, p)))
+          mask |= 1u << p;
+    }
+  }
+  return mask;
+}
+
+/// Counts the outputs flagged by store_outputs (bit q * P + p: row i0 + q, column j0 + p) whose
+/// inputs are all finite: those overflowed in the arithmetic. One call site per kernel, so the
+/// slow footprint scan is inlined once.
+template <class Prec, int P>
+__device__ inline void count_overflow(const RegArgs& a, unsigned long long mask, long long i0,
+                                      long long j0, unsigned& overflow) {
+  while (mask) {
+    const int b = __ffsll(static_cast<long long>(mask)) - 1;
+    mask &= mask - 1;
+    if (footprint_finite<Prec>(a.c, i0 + b / P, j0 + b % P)) ++overflow;
+  }
+}
+
+}  // namespace halfscope::conv::kernels
+
+#include "conv/kernels/register_generic.cuh"
+#include "conv/kernels/register_tile.cuh"

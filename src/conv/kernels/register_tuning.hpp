@@ -1,0 +1,81 @@
+// Tuning constants of the register-blocked (PRCF) convolution, in one place.
+//
+// How they were chosen: by the resource arithmetic below, on the H100/H200 numbers of
+// docs/performance.md's ceilings (132 SMs, 64K registers and 228 KB shared memory per SM, FMA
+// issue 4 warp-instructions per clock per SM), not yet by a measured sweep -- no GPU was at hand
+// when they were written. `halfscope bench conv` is the place to revisit them; the kernels take
+// every value here as a template or launch parameter, so a change needs no other edit.
+#pragma once
+
+namespace halfscope::conv::register_tuning {
+
+/// Odd square kernels up to this width get a fully unrolled kernel (taps as immediate constant-
+/// bank operands of the FMAs); anything else (even, non-square, wider) runs the generic kernel.
+/// 31 covers the brief's "odd widths 3..31"; compile time stays bounded by kUnrollBudget.
+inline constexpr int kMaxTemplateWidth = 31;
+
+/// P of PRCF: adjacent outputs of one row per thread. 8 makes one thread's outputs one 16-byte
+/// store in FP16 (two in FP32), and its shared-memory window a whole number of 16-byte loads.
+inline constexpr int kPacket = 8;
+
+/// Threads along a row of a block tile: one warp, so a warp's window reads are one contiguous,
+/// conflict-free span of shared memory. Narrow outputs shrink it (down to kMinThreadsX).
+inline constexpr int kThreadsX = 32;
+inline constexpr int kMinThreadsX = 8;
+
+/// Multiply-adds one unrolled instantiation may contain (Q * KW^2 * P; an FP16 HFMA2 counts as
+/// two). Beyond about this size nvcc stops unrolling the row loop (seen in the SASS: the taps then
+/// need an LDC each instead of being constant-bank operands) and ptxas time grows; 8192 keeps
+/// every instantiation fully unrolled and the slowest (KW = 31) to a few seconds of ptxas.
+inline constexpr int kUnrollBudget = 8192;
+
+/// Q: output rows per thread (a 2-D register tile P x Q, PRCF's horizontal packet stacked Q
+/// times). Input rows are read and converted once per Q outputs instead of once per output, so
+/// shared-memory reads and conversions per output fall as (Q + KW - 1) / Q. Largest power of two
+/// that fits kUnrollBudget and at most 8 rows (64 FP32 accumulators) for KW <= 7, where the
+/// per-row overhead matters most, else 4 (8 with packed FP16: two outputs per register).
+constexpr int tile_rows_per_thread(int kw, bool packed_half) {
+  const int fmas_per_row = kw * kw * kPacket;
+  int q = (packed_half || kw <= 7) ? 8 : 4;
+  while (q > 1 && q * fmas_per_row > kUnrollBudget) q /= 2;
+  return q;
+}
+
+/// Launch bounds of the tile kernel: at most kTileThreads threads (32 x kMaxThreadsY) and a
+/// register budget that keeps tile_min_blocks blocks resident per SM: 4 (<= 128 registers, 16
+/// warps) for KW <= 5, which are memory-bound and need loads in flight; 3 (<= 168 registers) from
+/// KW = 7, where the taps ptxas keeps in registers (49 for FP16 7x7), the accumulators and a
+/// staging batch no longer fit 128 without spilling. With only the thread bound, ptxas assumed
+/// 2-3 blocks of 256 threads and spilled at 80 or 128 registers.
+inline constexpr int kTileThreads = 128;
+constexpr int tile_min_blocks(int kw) {
+  return kw <= 5 ? 4 : 3;
+}
+
+/// Thread rows per block (TY) at most (kTileThreads / 32); the host halves it while the grid has
+/// fewer than kMinBlocksPerSm blocks per SM (small images), down to 1. 4 x 32 = 128 threads keep
+/// the tile's halo small (KW - 1 extra rows per 4*Q output rows) with several blocks per SM.
+inline constexpr int kMaxThreadsY = 4;
+static_assert(kThreadsX * kMaxThreadsY == kTileThreads);
+inline constexpr int kMinBlocksPerSm = 2;
+
+/// 16-byte global loads each thread issues before storing any of them into shared memory while
+/// staging a tile: 4 x 16 B x 128 threads = 8 KB in flight per block, so two or three blocks per
+/// SM in their staging phase cover the ~20 KB per SM that 3.35 TB/s at ~800 ns latency needs.
+/// 8 was tried: its 32 staging registers pushed ptxas into spilling hundreds of bytes.
+inline constexpr int kStageBatch = 4;
+
+/// Generic kernel (runtime kernel size): P outputs per thread (16 for FP32/FP16, 8 for FP64 for
+/// registers), Q rows, TY thread rows. Its inner chunk is P taps x P outputs x Q rows unrolled,
+/// so the kernel index is one LDC per P multiply-adds; one shared-memory row per step keeps the
+/// block small, and many resident blocks hide the two barriers per input row.
+inline constexpr int kGenericPacket = 16;
+inline constexpr int kGenericPacketDouble = 8;
+inline constexpr int kGenericRows = 2;
+inline constexpr int kGenericThreadsY = 4;
+/// Launch bounds of the generic kernel: 32 x kGenericThreadsY threads, 3 blocks per SM (<= 168
+/// registers: its 2 x 16 accumulators and 2 x 16-pixel window fit without spilling).
+inline constexpr int kGenericThreads = 32 * kGenericThreadsY;
+inline constexpr int kGenericMinBlocks = 3;
+
+}  // namespace halfscope::conv::register_tuning

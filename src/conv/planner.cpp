@@ -1,0 +1,133 @@
+#include "conv/planner.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "conv/backends.hpp"
+#include "halfscope/core/error.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#endif
+
+namespace halfscope::conv {
+
+void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image,
+                const Array& kernel, Array& out) {
+  switch (m) {
+    case ConvMethod::Direct:
+      direct_cpu(g, p, image, kernel, out);
+      return;
+    case ConvMethod::FFT:
+      if (!out.on_device()) {
+        fft_cpu(g, p, image, kernel, out);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+#if HALFSCOPE_WITH_CUDA
+  cudaStream_t s = nullptr;  // the legacy default stream: ordered with the caller's later copies
+  switch (m) {
+    case ConvMethod::Naive:
+      naive_cuda(g, p, image, kernel, out, s);
+      break;
+    case ConvMethod::Register:
+      register_cuda(g, p, image, kernel, out, s);
+      break;
+    case ConvMethod::FFT:
+      fft_cuda(g, p, image, kernel, out, s);
+      break;
+    case ConvMethod::Gemm:
+      gemm_cuda(g, p, image, kernel, out, s);
+      break;
+    case ConvMethod::Tensor:
+      tensor_cuda(g, p, image, kernel, out, s);
+      break;
+    default:
+      throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) +
+                        " is not a GPU method");
+  }
+#else
+  throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) +
+                    " needs CUDA; this halfscope was built without it");
+#endif
+}
+
+namespace {
+
+bool measuring_disabled_by_env() {
+  const char* v = std::getenv("HALFSCOPE_CONV_MEASURE");
+  return v && std::string(v) == "0";
+}
+
+#if HALFSCOPE_WITH_CUDA
+// Key of a planned problem: everything that changes which method is fastest.
+using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t, int, int>;
+
+ConvMethod measure_fastest(const Geometry& g, Precision p) {
+  // Candidates: every GPU method that delivers this precision's accuracy. Single may also run as
+  // split on tensor cores, which is FP32-grade (same storage, FP32-level error).
+  std::vector<std::pair<ConvMethod, Precision>> candidates;
+  for (ConvMethod m :
+       {ConvMethod::Register, ConvMethod::FFT, ConvMethod::Tensor, ConvMethod::Naive}) {
+    const auto ps = conv_supported_precisions(m, DeviceKind::Cuda);
+    if (std::find(ps.begin(), ps.end(), p) != ps.end()) candidates.emplace_back(m, p);
+  }
+  Array img(storage_dtype(p), {g.rows, g.cols}, Memory::device);
+  Array ker(storage_dtype(p), {g.krows, g.kcols}, Memory::device);
+  Array out(storage_dtype(p), {g.out_rows, g.out_cols}, Memory::device);
+  HS_CUDA_CHECK(
+      cudaMemset(img.data(), 0x3c, static_cast<std::size_t>(img.nbytes())));  // ~1 in FP16
+  HS_CUDA_CHECK(cudaMemset(ker.data(), 0x20, static_cast<std::size_t>(ker.nbytes())));
+  ConvMethod best = conv_heuristic_method(g.krows, g.kcols, p, DeviceKind::Cuda);
+  float best_ms = 1e30f;
+  cuda::EventTimer timer;
+  for (const auto& [m, prec] : candidates) {
+    try {
+      run_method(m, g, prec, img, ker, out);  // warm-up: plans, constant memory, caches
+      timer.start();
+      run_method(m, g, prec, img, ker, out);
+      const float ms = timer.stop_ms();
+      if (ms < best_ms) best_ms = ms, best = m;
+    } catch (const NumericalError&) {
+      // The planning data overflowed this method's storage: it is simply not chosen.
+    }
+  }
+  return best;
+}
+#endif
+
+}  // namespace
+
+ConvMethod plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure) {
+  if (device != DeviceKind::Cuda || !measure || measuring_disabled_by_env())
+    return conv_heuristic_method(g.krows, g.kcols, p, device);
+#if HALFSCOPE_WITH_CUDA
+  static std::mutex mutex;
+  static std::map<PlanKey, ConvMethod> plans;
+  const PlanKey key{g.rows,
+                    g.cols,
+                    g.krows,
+                    g.kcols,
+                    g.out_rows,
+                    g.out_cols,
+                    static_cast<int>(g.boundary),
+                    static_cast<int>(p)};
+  std::lock_guard lock(mutex);
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  const ConvMethod m = measure_fastest(g, p);
+  plans.emplace(key, m);
+  return m;
+#else
+  return conv_heuristic_method(g.krows, g.kcols, p, device);
+#endif
+}
+
+}  // namespace halfscope::conv

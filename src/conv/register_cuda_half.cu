@@ -1,0 +1,12 @@
+// register_cuda, FP16 storage and packed FP16 arithmetic (HFMA2): this family's kernel
+// instantiations in a translation unit of their own (compile time and the __constant__ tap buffer
+// are per file).
+#include "conv/register_launch.cuh"
+
+namespace halfscope::conv::detail {
+
+void register_run_half(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t s) {
+  register_run<kernels::PrecHalf>(g, p, a, s);
+}
+
+}  // namespace halfscope::conv::detail

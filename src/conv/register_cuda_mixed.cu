@@ -1,0 +1,11 @@
+// register_cuda, FP16 storage, FP32 arithmetic: this family's kernel instantiations in a
+// translation unit of their own (compile time and the __constant__ tap buffer are per file).
+#include "conv/register_launch.cuh"
+
+namespace halfscope::conv::detail {
+
+void register_run_mixed(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t s) {
+  register_run<kernels::PrecMixed>(g, p, a, s);
+}
+
+}  // namespace halfscope::conv::detail

@@ -1,0 +1,13 @@
+// The bf16 instantiations of the tensor-core convolution (Q = 2..5 band chunks); see
+// tensor_cuda.cuh.
+#include "conv/tensor_cuda.cuh"
+
+namespace halfscope::conv::kernels {
+
+template <>
+void launch_tensor_conv<TensorPrecision::BF16>(const TensorParams& p, int nq, std::int64_t blocks,
+                                               cudaStream_t stream) {
+  launch_tensor_conv_impl<TensorPrecision::BF16>(p, nq, blocks, stream);
+}
+
+}  // namespace halfscope::conv::kernels

@@ -1,0 +1,265 @@
+// The GPU naive and register (PRCF) convolution kernels without a GPU: the very device code of
+// src/conv/kernels/naive.cuh and register*.cuh, run by the host emulation of
+// direct_cuda_emulator.hpp with the launch shapes of register_plan.hpp, checked like the GPU
+// test (naive_register_testing.hpp: FP64 bound and bit-exact emulation of the tap order) on the
+// same cases, with shared memory poisoned so a pixel staging missed cannot go unnoticed. The GPU
+// runs the same checks in gpu_naive_register.cpp. Needs the CUDA toolkit headers (not a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "halfscope/core/error.hpp"
+#include "naive_register_testing.hpp"
+
+#if __has_include(<cuda_fp16.h>) && __has_include(<vector_types.h>)
+#include "conv/kernels/register_plan.hpp"
+#include "direct_cuda_emulator.hpp"
+#define HS_HAVE_EMULATOR 1
+#else
+#define HS_HAVE_EMULATOR 0
+#endif
+
+namespace halfscope::conv {
+namespace {
+
+#if HS_HAVE_EMULATOR
+using namespace nrtest;
+namespace rt = register_tuning;
+namespace rp = register_plan;
+
+// Launch shapes as on a GPU with kSms SMs: 1 gives the largest blocks (4 warps, as a 4096^2
+// image gets on an H100); kSmsH100 shrinks the blocks of small images (one warp row). And the
+// opt-in shared memory per block of an H100.
+constexpr int kSms = 1, kSmsH100 = 132;
+constexpr std::int64_t kSmemLimit = 227 * 1024;
+
+template <class Prec>
+constexpr bool kIsDouble = std::is_same_v<Prec, kernels::PrecDouble>;
+
+/// The unrolled widths instantiated here (all of 1..31 would only lengthen the build); other odd
+/// widths run the generic kernel, which computes the same bits.
+constexpr int kTileWidths[] = {1, 3, 5, 7, 9, 15, 31};
+
+struct Inputs {
+  Array img, ker, out;
+  kernels::ConvArgs args;
+  unsigned overflow = 0;
+};
+
+Inputs inputs(Precision p, const Geometry& g, const Data& d) {
+  Inputs in;
+  const DType t = storage_of(p);
+  in.img = host_array(t, g.rows, g.cols, d.img);
+  in.ker = host_array(t, g.krows, g.kcols, d.ker);
+  in.out = poisoned_output(t, g);
+  auto& a = in.args;
+  a.image = in.img.data();
+  a.kernel = in.ker.data();
+  a.out = in.out.data();
+  a.rows = g.rows;
+  a.cols = g.cols;
+  a.out_rows = g.out_rows;
+  a.out_cols = g.out_cols;
+  a.row0 = g.row0;
+  a.col0 = g.col0;
+  a.krows = static_cast<int>(g.krows);
+  a.kcols = static_cast<int>(g.kcols);
+  a.circular = g.boundary == Boundary::Circular;
+  return in;
+}
+
+template <class Prec>
+void naive(Inputs& in) {
+  auto a = in.args;
+  a.overflow = &in.overflow;
+  const dim3 block(kernels::kNaiveBlockX, kernels::kNaiveBlockY);
+  const dim3 grid(
+      static_cast<unsigned>(rp::ceil_div(a.out_cols, block.x)),
+      static_cast<unsigned>(std::min<std::int64_t>(rp::ceil_div(a.out_rows, block.y), 65535)));
+  const std::int64_t bytes = in.ker.nbytes();
+  if (bytes <= kernels::kNaiveConstantBytes) {
+    std::memcpy(kernels::c_naive_kernel, in.ker.data(), static_cast<std::size_t>(bytes));
+    emu::launch(&kernels::naive_conv_kernel<Prec, true>, grid, block, 0, a);
+  } else {
+    emu::launch(&kernels::naive_conv_kernel<Prec, false>, grid, block, 0, a);
+  }
+}
+
+template <class Prec, int KW>
+void tile(const kernels::RegArgs& a0, int sms) {
+  constexpr int Q = rt::tile_rows_per_thread(KW, std::is_same_v<Prec, kernels::PrecHalf>);
+  const auto plan =
+      rp::plan_tile(KW, Q, sizeof(typename Prec::R), a0.c.out_rows, a0.c.out_cols, sms, kSmemLimit);
+  ASSERT_NE(plan.tx, 0);
+  auto a = a0;
+  a.sp = plan.sp;
+  a.n_tile_rows = plan.n_tile_rows;
+  emu::launch(&kernels::register_tile_kernel<Prec, KW, rt::kPacket, Q>,
+              dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
+              dim3(plan.tx, plan.ty), plan.smem_bytes, a);
+}
+
+template <class Prec, bool kConst>
+void generic(const kernels::RegArgs& a0, int sms) {
+  constexpr int P = kIsDouble<Prec> ? rt::kGenericPacketDouble : rt::kGenericPacket;
+  const auto plan = rp::plan_generic(P, rt::kGenericRows, a0.c.kcols, sizeof(typename Prec::R),
+                                     a0.c.out_rows, a0.c.out_cols, sms, kSmemLimit);
+  ASSERT_NE(plan.tx, 0);
+  auto a = a0;
+  a.sp = plan.sp;
+  a.n_tile_rows = plan.n_tile_rows;
+  emu::launch(&kernels::register_generic_kernel<Prec, P, rt::kGenericRows, kConst>,
+              dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
+              dim3(32, plan.ty), plan.smem_bytes, a);
+}
+
+/// register_run of register_launch.cuh, on the emulator.
+template <class Prec>
+void registered(Inputs& in, int sms) {
+  using R = typename Prec::R;
+  using T = typename kernels::CoefOf<Prec>::T;
+  kernels::RegArgs a;
+  a.c = in.args;
+  a.c.overflow = &in.overflow;
+  const auto aligned = [](const void* p, std::int64_t row_bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0 && row_bytes % 16 == 0;
+  };
+  a.vec_in = aligned(a.c.image, a.c.cols * static_cast<std::int64_t>(sizeof(R)));
+  a.vec_out = aligned(a.c.out, a.c.out_cols * static_cast<std::int64_t>(sizeof(R)));
+  const std::int64_t taps = in.ker.size();
+  std::vector<T> coef(static_cast<std::size_t>(taps));
+  if constexpr (Prec::kNarrow)
+    emu::launch(&kernels::prepare_coefficients<Prec>, dim3(1), dim3(64), 0,
+                static_cast<const R*>(a.c.kernel), coef.data(), static_cast<long long>(taps));
+  else
+    std::memcpy(coef.data(), a.c.kernel, coef.size() * sizeof(T));
+  a.coef = coef.data();
+  const auto path = rp::choose_path(a.c.krows, a.c.kcols, sizeof(T), kIsDouble<Prec>);
+  if (path == rp::Path::GenericGlobal) return generic<Prec, false>(a, sms);
+  std::memcpy(kernels::c_reg_kernel, coef.data(), coef.size() * sizeof(T));
+  bool done = false;
+  if constexpr (!kIsDouble<Prec>) {
+    if (path == rp::Path::Tile) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((a.c.krows == kTileWidths[I] ? (tile<Prec, kTileWidths[I]>(a, sms), done = true)
+                                      : false) ||
+         ...);
+      }
+      (std::make_index_sequence<std::size(kTileWidths)>{});
+    }
+  }
+  if (!done) generic<Prec, true>(a, sms);
+}
+
+enum class Method { Naive, Register };
+
+template <class Prec>
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms) {
+  Inputs in = inputs(p, g, d);
+  if (m == Method::Naive)
+    naive<Prec>(in);
+  else
+    registered<Prec>(in, sms);
+  if (in.overflow) throw NumericalError("emulated overflow count " + std::to_string(in.overflow));
+  return in.out;
+}
+
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms) {
+  switch (p) {
+    case Precision::Double:
+      return run<kernels::PrecDouble>(m, p, g, d, sms);
+    case Precision::Single:
+      return run<kernels::PrecSingle>(m, p, g, d, sms);
+    case Precision::Half:
+      return run<kernels::PrecHalf>(m, p, g, d, sms);
+    case Precision::Mixed:
+      return run<kernels::PrecMixed>(m, p, g, d, sms);
+    default:
+      return run<kernels::PrecBF16>(m, p, g, d, sms);
+  }
+}
+
+/// The GPU test's cases and windows (less the correlation centring, which only moves row0/col0
+/// by one as "window" does), emulated with the launch shapes of a GPU with `sms` SMs.
+void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::size(kCases)) {
+  const char* name = m == Method::Naive ? "naive" : "register";
+  std::uint64_t seed = 1;
+  for (std::size_t ic = 0; ic < ncases; ++ic) {
+    const Case& c = kCases[ic];
+    const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_of(p), seed += 7);
+    for (Boundary b : {Boundary::Zero, Boundary::Circular})
+      for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
+        if (std::string(w.name) == "same-corr") continue;
+        const Geometry g = geometry(d, w, b);
+        expect_matches(run(m, p, g, d, sms), p, g, d,
+                       label(name, p, d, w.name, b) + " sms=" + std::to_string(sms));
+      }
+  }
+}
+#endif
+
+#if HS_HAVE_EMULATOR
+#define HS_EMULATED_TEST(suite, name, method, precision) \
+  TEST(suite, name) {                                    \
+    run_suite(method, precision);                        \
+  }
+#else
+#define HS_EMULATED_TEST(suite, name, method, precision) \
+  TEST(suite, name) {                                    \
+    GTEST_SKIP() << "CUDA toolkit headers not found";    \
+  }
+#endif
+
+HS_EMULATED_TEST(EmulatedConvNaive, F64Storage_F64Math, Method::Naive, Precision::Double)
+HS_EMULATED_TEST(EmulatedConvNaive, F32Storage_F32Math, Method::Naive, Precision::Single)
+HS_EMULATED_TEST(EmulatedConvNaive, F16Storage_F16Math, Method::Naive, Precision::Half)
+HS_EMULATED_TEST(EmulatedConvNaive, F16Storage_F32Math, Method::Naive, Precision::Mixed)
+HS_EMULATED_TEST(EmulatedConvNaive, BF16Storage_F32Math, Method::Naive, Precision::BF16)
+HS_EMULATED_TEST(EmulatedConvRegister, F64Storage_F64Math, Method::Register, Precision::Double)
+HS_EMULATED_TEST(EmulatedConvRegister, F32Storage_F32Math, Method::Register, Precision::Single)
+HS_EMULATED_TEST(EmulatedConvRegister, F16Storage_F16Math, Method::Register, Precision::Half)
+HS_EMULATED_TEST(EmulatedConvRegister, F16Storage_F32Math, Method::Register, Precision::Mixed)
+HS_EMULATED_TEST(EmulatedConvRegister, BF16Storage_F32Math, Method::Register, Precision::BF16)
+
+#if HS_HAVE_EMULATOR
+// The first cases again with an H100's launch shapes: small images get one-warp-row blocks.
+TEST(EmulatedConvRegister, F32AndF16_H100LaunchShapes) {
+  for (Precision p : {Precision::Single, Precision::Half})
+    run_suite(Method::Register, p, kSmsH100, 8);
+}
+
+// Kernels beyond 64 KB of constant memory: taps from global memory in both kernels.
+TEST(EmulatedConvNaiveRegister, Kernel190x185BeyondConstantMemory_F16AndF32) {
+  for (Precision p : {Precision::Half, Precision::Single})
+    for (Method m : {Method::Naive, Method::Register}) {
+      const Data d = make_data(9, 7, 190, 185, storage_of(p), 5);
+      const Geometry g = geometry(d, {"window", 6, 5, 95, 90}, Boundary::Circular);
+      expect_matches(run(m, p, g, d, kSms), p, g, d, "huge kernel");
+    }
+}
+
+// FP16/BF16 overflow from finite inputs is counted; an inf in the input is not.
+TEST(EmulatedConvNaiveRegister, OverflowCountedOnlyFromFiniteInputs) {
+  for (Method m : {Method::Naive, Method::Register})
+    for (Precision p : {Precision::Half, Precision::Mixed, Precision::BF16})
+      for (std::int64_t k : {3, 4}) {
+        const double big = p == Precision::BF16 ? BFloat16(1e38).to_float() : 1000.0;
+        const Data d = constant_data(20, 24, k, big, 10.0);
+        const Geometry g = geometry(d, {"same", 20, 24, (k - 1) / 2, (k - 1) / 2}, Boundary::Zero);
+        EXPECT_THROW(run(m, p, g, d, kSms), NumericalError) << precision_name(p) << " k=" << k;
+        Data inf = constant_data(20, 24, k, 0.5, 0.25);
+        inf.img[10 * 24 + 10] = INFINITY;
+        EXPECT_NO_THROW(
+            run(m, p, geometry(inf, {"same", 20, 24, 1, 1}, Boundary::Zero), inf, kSms));
+      }
+}
+#endif
+
+}  // namespace
+}  // namespace halfscope::conv

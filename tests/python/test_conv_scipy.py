@@ -1,0 +1,157 @@
+"""`halfscope conv` against scipy.signal.convolve2d / correlate2d (the semantics we promise), on
+the CPU methods and, where a GPU is present, the GPU methods. The reference is SciPy in float64
+on the inputs rounded to the precision's storage type; tolerances follow from the unit roundoff:
+per pixel |out - ref| <= C (K u_compute + 2 u_storage) (|k| * |x|)(pixel) for direct methods, and a
+norm-wise bound C u log2(N) ||k||_1 max|x| for FFT methods."""
+import json
+import os
+import subprocess
+
+import pytest
+
+np = pytest.importorskip("numpy")
+signal = pytest.importorskip("scipy.signal")
+CLI = os.environ.get("HALFSCOPE_CLI")
+pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
+
+U = {"double": 2.0**-53, "single": 2.0**-24, "half": 2.0**-11, "mixed": 2.0**-11, "bf16": 2.0**-8,
+     "split": 2.0**-24}
+U_COMPUTE = {"double": 2.0**-53, "single": 2.0**-24, "half": 2.0**-11, "mixed": 2.0**-24,
+             "bf16": 2.0**-24, "split": 2.0**-24}
+STORAGE = {"double": np.float64, "single": np.float32, "half": np.float16, "mixed": np.float16,
+           "split": np.float32}
+
+
+def run(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def has_gpu():
+    info = json.loads(run("info", "--json").stdout)
+    return bool(info["devices"])
+
+
+def rounded(a, precision):
+    if precision == "bf16":  # round to nearest even on the top 16 bits of float32
+        b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+        b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+        return b.astype(np.uint32).view(np.float32).astype(np.float64)
+    return a.astype(STORAGE[precision]).astype(np.float64)
+
+
+def reference(img, ker, mode, boundary, correlate, precision):
+    f = signal.correlate2d if correlate else signal.convolve2d
+    bd = "wrap" if boundary == "circular" else "fill"
+    x, k = rounded(img, precision), rounded(ker, precision)
+    return f(x, k, mode=mode, boundary=bd), f(np.abs(x), np.abs(k), mode=mode, boundary=bd), x, k
+
+
+def conv(tmp_path, img, ker, **opts):
+    np.save(tmp_path / "img.npy", img)
+    np.save(tmp_path / "ker.npy", ker)
+    out = tmp_path / "out.npy"
+    args = ["conv", tmp_path / "img.npy", tmp_path / "ker.npy", "-o", out]
+    for key, value in opts.items():
+        if value is True:
+            args.append("--" + key)
+        elif value is not False:
+            args += ["--" + key, value]
+    return run(*args), out
+
+
+def check(out, ref, absref, x, k, method, precision):
+    assert out.shape == ref.shape
+    assert np.all(np.isfinite(out))
+    us, uc, K = U[precision], U_COMPUTE[precision], k.size
+    if method == "fft":
+        n = (x.shape[0] + k.shape[0]) * (x.shape[1] + k.shape[1])
+        # Each of the three transforms adds at most ~log2(n) roundings of the arithmetic's unit to
+        # values bounded by ||k||_1 max|x| (half: every butterfly in FP16 after the sqrt(N) scaling).
+        bound = 8 * max(uc, us) * np.log2(n) * np.abs(k).sum() * np.abs(x).max() + 2 * us * np.abs(ref)
+    else:
+        bound = 2 * (K * uc + 2 * us) * absref + us * np.abs(ref)
+    err = np.abs(out.astype(np.float64) - ref)
+    worst = np.argmax(err - bound)
+    assert np.all(err <= bound + 1e-300), f"pixel {np.unravel_index(worst, err.shape)}: err {err.flat[worst]:.3e} > bound {bound.flat[worst]:.3e}"
+
+
+SHAPES = [((17, 23), (3, 3)), ((16, 20), (4, 6)), ((9, 31), (7, 2)), ((1, 40), (1, 5)),
+          ((6, 5), (9, 8))]
+
+
+@pytest.mark.parametrize("method", ["direct", "fft"])
+@pytest.mark.parametrize("precision", ["double", "single", "half", "mixed", "bf16"])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("boundary", ["zero", "circular"])
+def test_cpu_methods_match_scipy(tmp_path, method, precision, mode, boundary):
+    rng = np.random.default_rng(hash((method, precision, mode, boundary)) % 2**32)
+    for (r, c), (kr, kc) in SHAPES:
+        if boundary == "circular" and (kr > r or kc > c):
+            continue  # SciPy's wrap pads once: it is periodic only for kernels within the image
+        img = rng.uniform(-1, 1, (r, c))
+        ker = rng.uniform(-1, 1, (kr, kc))
+        for correlate in (False, True):
+            if mode == "valid" and not ((kr <= r and kc <= c) or (kr >= r and kc >= c)):
+                continue
+            res, out = conv(tmp_path, img, ker, method=method, precision=precision, mode=mode,
+                            boundary=boundary, correlate=correlate, device="cpu")
+            assert res.returncode == 0, res.stderr
+            ref, absref, x, k = reference(img, ker, mode, boundary, correlate, precision)
+            check(np.load(out).astype(np.float64), ref, absref, x, k, method, precision)
+
+
+def test_gpu_methods_match_scipy(tmp_path):
+    if not has_gpu():
+        pytest.skip("no CUDA device")
+    rng = np.random.default_rng(5)
+    img = rng.uniform(0, 1, (61, 77))
+    ker = rng.uniform(0, 1, (7, 5))
+    pairs = [("naive", p) for p in ("double", "single", "half", "mixed", "bf16")] + \
+            [("register", p) for p in ("single", "half", "mixed", "bf16")] + \
+            [("fft", p) for p in ("double", "single", "mixed", "bf16")] + \
+            [("tensor", p) for p in ("mixed", "bf16", "split")] + \
+            [("gemm", p) for p in ("single", "mixed", "bf16")]
+    for method, precision in pairs:
+        for boundary in ("zero", "circular"):
+            res, out = conv(tmp_path, img, ker, method=method, precision=precision, mode="same",
+                            boundary=boundary, device="cuda")
+            assert res.returncode == 0, (method, precision, res.stderr)
+            ref, absref, x, k = reference(img, ker, "same", boundary, False, precision)
+            check(np.load(out).astype(np.float64), ref, absref, x, k,
+                  "fft" if method == "fft" else "direct", precision)
+
+
+def test_check_flag_reports_errors(tmp_path):
+    img = np.random.default_rng(1).uniform(0, 1, (32, 32))
+    res, _ = conv(tmp_path, img, np.ones((3, 3)) / 9, method="direct", precision="half", check=True, device="cpu")
+    assert res.returncode == 0, res.stderr
+    assert "MRE" in res.stdout and "max abs" in res.stdout
+
+
+def test_bad_inputs_are_clear(tmp_path):
+    res, out = conv(tmp_path, np.ones((4, 4, 2)), np.ones((3, 3)), device="cpu")
+    assert res.returncode == 2 and "2-D" in res.stderr and not out.exists()
+    res, out = conv(tmp_path, np.ones((4, 9)), np.ones((6, 3)), mode="valid", device="cpu")
+    assert res.returncode == 2 and "valid" in res.stderr and not out.exists()
+    res, out = conv(tmp_path, np.ones((8, 8)), np.ones((3, 3)), method="register", device="cpu")
+    assert res.returncode == 2 and "register" in res.stderr and not out.exists()
+    res, out = conv(tmp_path, np.ones((8, 8)), np.ones((3, 3)), method="direct", precision="split", device="cpu")
+    assert res.returncode == 2 and "supports" in res.stderr and not out.exists()
+    res, out = conv(tmp_path, np.full((8, 8), 1e5), np.ones((3, 3)), precision="half", device="cpu")
+    assert res.returncode == 1 and "overflow" in res.stderr and not out.exists()
+
+
+def test_half_output_overflow_is_reported(tmp_path):
+    # Each input fits FP16 (60000) but the sum of 9 of them does not: an error, never an inf.
+    res, out = conv(tmp_path, np.full((8, 8), 6e4), np.ones((3, 3)), method="direct", precision="mixed", device="cpu")
+    assert res.returncode == 1 and "overflow" in res.stderr and not out.exists()
+
+
+def test_simulate_gaussian_kernel(tmp_path):
+    out = tmp_path / "k.npy"
+    res = run("simulate", "gaussian-kernel", "--width", "15", "-o", out)
+    assert res.returncode == 0, res.stderr
+    k = np.load(out)
+    y, x = np.mgrid[-7:8, -7:8]
+    want = np.exp(-(x**2 + y**2) / (2 * 2.5**2))
+    np.testing.assert_allclose(k, want / want.sum(), rtol=1e-13)

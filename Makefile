@@ -20,7 +20,7 @@ deps:
 	@tools/install-deps.sh
 
 configure: deps
-	@if [ ! -f build/$(PRESET)/build.ninja ]; then cmake --preset $(PRESET) >/dev/null; fi
+	@cmake --preset $(PRESET) >/dev/null
 
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
@@ -44,7 +44,7 @@ asan: deps
 
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS)
+	cmake --build --preset fuzz -j $(JOBS) --target $$(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$$//')
 	tools/run-fuzzers.sh build/fuzz/fuzz $(FUZZ_SECONDS)
 
 format:

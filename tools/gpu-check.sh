@@ -73,6 +73,7 @@ note "GPU: ${gpu_name:-none}; CUDA $(nvcc --version 2> /dev/null | grep -o 'rele
 cmake_args=(-S "$repo" -B "$build" -DHALFSCOPE_WITH_CUDA=ON -DHALFSCOPE_CUDA_ARCHS=90
             -DHALFSCOPE_WERROR=ON -DCMAKE_BUILD_TYPE=Release)
 command -v ninja > /dev/null && cmake_args+=(-G Ninja)
+[ -d "$repo/.deps/root/usr" ] && cmake_args+=(-DHALFSCOPE_DEPS_DIR="$repo/.deps/root")
 # A staged libcfitsio whose own dependencies (libcurl-gnutls, libbz2) are missing here cannot
 # load: build without FITS rather than have every test binary fail at start-up.
 if [ -e "$staged_lib/libcfitsio.so" ] && ldd "$staged_lib/libcfitsio.so" 2>&1 | grep -q "not found"; then

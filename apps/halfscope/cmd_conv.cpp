@@ -66,24 +66,6 @@ void run_conv(const Globals& g, const ConvCliOptions& c) {
 
 }  // namespace
 
-void write_array(const Globals& g, const std::string& path, const Array& a,
-                 const std::string& history) {
-  io::Dataset d;
-  d.source = path;
-  const io::Format f = io::format_of(path);
-  const bool narrow = a.dtype() == DType::f16 || a.dtype() == DType::bf16;
-  const bool widen = narrow && (f == io::Format::fits || f == io::Format::csv ||
-                                (a.dtype() == DType::bf16 && f != io::Format::png));
-  d.arrays.emplace_back("", widen ? a.astype(DType::f32) : a);
-  if (widen)
-    info(g,
-         path + ": " + std::string(dtype_name(a.dtype())) + " values written as float32 (exact)");
-  io::WriteOptions w;
-  w.history = history;
-  io::write_dataset(path, d, w);
-  info(g, "wrote " + path);
-}
-
 void register_conv(CLI::App& app, Globals& g) {
   auto c = std::make_shared<ConvCliOptions>();
   auto* cmd =

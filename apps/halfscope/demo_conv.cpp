@@ -38,7 +38,8 @@ double median_ms(const std::function<void()>& f, int repeats) {
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -54,8 +55,11 @@ std::string cpu_sweep(const Globals& g, const fs::path& camera) {
       {ConvMethod::FFT, Precision::Mixed}};
   std::map<std::string, Series> time, error;
   std::map<ConvMethod, Series> speedup;
+  Progress bar(g, "demo: convolution on the CPU",
+               static_cast<long long>(widths.size() * cases.size()));
+  long long done = 0;
   for (std::int64_t w : widths) {
-    info(g, "demo: convolution on the CPU, width " + std::to_string(w));
+    detail(g, "demo: convolution on the CPU, width " + std::to_string(w));
     const Array kernel = sim::gaussian_kernel(w);
     ConvOptions ref;
     ref.mode = ConvMode::Same;
@@ -68,12 +72,14 @@ std::string cpu_sweep(const Globals& g, const fs::path& camera) {
       ConvOptions o = ref;
       o.method = m;
       o.precision = p;
-      const std::string label = std::string(conv_method_name(m)) + " " + std::string(precision_name(p));
+      const std::string label =
+          std::string(conv_method_name(m)) + " " + std::string(precision_name(p));
       Array out;
       ms[{m, p}] = median_ms([&] { out = convolve2d(image, kernel, o); }, 3);
       time[label].label = error[label].label = label;
       time[label].points.emplace_back(w, ms[{m, p}]);
       error[label].points.emplace_back(w, compare(reference, out).mre);
+      bar.update(++done);
     }
     for (ConvMethod m : {ConvMethod::Direct, ConvMethod::FFT}) {
       speedup[m].label = std::string(conv_method_name(m));
@@ -92,7 +98,8 @@ std::string cpu_sweep(const Globals& g, const fs::path& camera) {
        "the point of these curves is the error, which the GPU reproduces bit for bit in storage "
        "and within rounding in arithmetic.</p>\n";
   h << svg_line_chart(values(time), {"Fig. 2: time per convolution", "kernel width", "ms", true});
-  h << svg_line_chart(values(speedup), {"Fig. 3: speed-up of half over single", "kernel width", "t_single / t_half", false});
+  h << svg_line_chart(values(speedup), {"Fig. 3: speed-up of half over single", "kernel width",
+                                        "t_single / t_half", false});
   h << svg_line_chart(values(error), {"Fig. 4: MRE against FP64", "kernel width", "MRE", true});
   return h.str();
 }
@@ -103,10 +110,12 @@ std::string gpu_recorded(const fs::path& results) {
   if (fs::is_directory(results, ec))
     for (const auto& e : fs::directory_iterator(results, ec)) {
       const std::string n = e.path().filename().string();
-      if (n.find("-conv") != std::string::npos && e.path().extension() == ".json" && n > newest.filename().string())
+      if (n.find("-conv") != std::string::npos && e.path().extension() == ".json" &&
+          n > newest.filename().string())
         newest = e.path();
     }
-  if (newest.empty()) return "<p>No GPU convolution benchmark is recorded in <code>bench/results/</code> yet.</p>\n";
+  if (newest.empty())
+    return "<p>No GPU convolution benchmark is recorded in <code>bench/results/</code> yet.</p>\n";
   const bench::BenchReport r = bench::read_bench_report(newest);
   std::ostringstream h;
   h << "<h3>Recorded on " << html_escape(r.device.name) << " (" << r.date << ", commit " << r.commit
@@ -116,10 +125,12 @@ std::string gpu_recorded(const fs::path& results) {
     if (c.params.count("failed") || !c.params.count("rows")) continue;
     const auto n = std::get<std::int64_t>(c.params.at("rows"));
     const auto w = std::get<std::int64_t>(c.params.at("kernel"));
-    const std::string label = (c.implementation == "halfscope" ? "" : c.implementation + " ") + c.method + " " + c.precision;
+    const std::string label = (c.implementation == "halfscope" ? "" : c.implementation + " ") +
+                              c.method + " " + c.precision;
     time[n][label].label = error[n][label].label = label;
     time[n][label].points.emplace_back(static_cast<double>(w), c.stats.median_ms);
-    if (c.error.count("mre")) error[n][label].points.emplace_back(static_cast<double>(w), c.error.at("mre"));
+    if (c.error.count("mre"))
+      error[n][label].points.emplace_back(static_cast<double>(w), c.error.at("mre"));
   }
   for (const auto& [n, series] : time) {
     std::vector<Series> t, e;
@@ -127,18 +138,23 @@ std::string gpu_recorded(const fs::path& results) {
     for (const auto& [k, s] : error[n]) e.push_back(s);
     const std::string size = std::to_string(n) + "x" + std::to_string(n);
     h << svg_line_chart(t, {"GPU time, " + size, "kernel width", "ms", true, 760, 420});
-    h << svg_line_chart(e, {"GPU MRE against FP64, " + size, "kernel width", "MRE", true, 760, 420});
+    h << svg_line_chart(e,
+                        {"GPU MRE against FP64, " + size, "kernel width", "MRE", true, 760, 420});
   }
   return h.str();
 }
 
 }  // namespace
 
-std::string demo_conv_section(const Globals& g, const fs::path& camera, const fs::path& results, bool measure) {
+std::string demo_conv_section(const Globals& g, const fs::path& camera, const fs::path& results,
+                              bool measure) {
   std::ostringstream h;
-  h << "<section id=\"conv\"><h2>Convolution (study 000)</h2><p class=\"paper\">Seznec, Gac, Ferrari, "
-       "Orieux, SiPS 2018</p><p>Single-channel 2D convolution by every method and precision, timed and "
-       "checked against FP64 (MRE, eq. 5 of the study). Deconvolution arrives with its own issue.</p>\n";
+  h << "<section id=\"conv\"><h2>Convolution (study 000)</h2><p class=\"paper\">Seznec, Gac, "
+       "Ferrari, "
+       "Orieux, SiPS 2018</p><p>Single-channel 2D convolution by every method and precision, timed "
+       "and "
+       "checked against FP64 (MRE, eq. 5 of the study). Deconvolution arrives with its own "
+       "issue.</p>\n";
   if (measure) h << cpu_sweep(g, camera);
   h << gpu_recorded(results) << "</section>\n";
   return h.str();

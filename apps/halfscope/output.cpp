@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "halfscope/io/dataset.hpp"
 
 namespace halfscope::cli {
 
@@ -15,10 +16,14 @@ void detail(const Globals& g, const std::string& message) {
   if (g.verbose && !g.quiet) std::cerr << message << "\n";
 }
 
-void warn(const std::string& message) { std::cerr << "halfscope: warning: " << message << "\n"; }
+void warn(const std::string& message) {
+  std::cerr << "halfscope: warning: " << message << "\n";
+}
 
 Progress::Progress(const Globals& g, std::string label, long long total)
-    : active_(!g.quiet && ::isatty(STDERR_FILENO) && total > 0), label_(std::move(label)), total_(total) {}
+    : active_(!g.quiet && ::isatty(STDERR_FILENO) && total > 0),
+      label_(std::move(label)),
+      total_(total) {}
 
 Progress::~Progress() {
   if (active_ && last_percent_ >= 0) std::cerr << "\n";
@@ -33,6 +38,24 @@ void Progress::update(long long done) {
   std::cerr << "\r" << label_ << " [" << std::string(static_cast<std::size_t>(filled), '#')
             << std::string(static_cast<std::size_t>(width - filled), ' ') << "] " << percent << "%"
             << std::flush;
+}
+
+void write_array(const Globals& g, const std::string& path, const Array& a,
+                 const std::string& history) {
+  io::Dataset d;
+  d.source = path;
+  const io::Format f = io::format_of(path);
+  const bool narrow = a.dtype() == DType::f16 || a.dtype() == DType::bf16;
+  const bool widen = narrow && (f == io::Format::fits || f == io::Format::csv ||
+                                (a.dtype() == DType::bf16 && f != io::Format::png));
+  d.arrays.emplace_back("", widen ? a.astype(DType::f32) : a);
+  if (widen)
+    info(g,
+         path + ": " + std::string(dtype_name(a.dtype())) + " values written as float32 (exact)");
+  io::WriteOptions w;
+  w.history = history;
+  io::write_dataset(path, d, w);
+  info(g, "wrote " + path);
 }
 
 }  // namespace halfscope::cli

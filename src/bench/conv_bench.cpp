@@ -56,7 +56,8 @@ BenchReport run_conv_bench(const ConvBenchOptions& o) {
   for (std::int64_t n : o.sizes) {
     const Array image64 = test_image(n, o);
     if (!o.export_dir.empty())
-      io::write_npy(o.export_dir / ("image_" + std::to_string(n) + ".npy"), image64.astype(DType::f32));
+      io::write_npy(o.export_dir / ("image_" + std::to_string(n) + ".npy"),
+                    image64.astype(DType::f32));
     for (std::int64_t w : o.widths) {
       const Array kernel64 = sim::gaussian_kernel(w);
       if (!o.export_dir.empty() && n == o.sizes.front())
@@ -68,6 +69,15 @@ BenchReport run_conv_bench(const ConvBenchOptions& o) {
       ref_opt.method = ConvMethod::Naive;
       ref_opt.device = DeviceKind::Cuda;
       const Array reference = convolve2d(image64, kernel64, ref_opt);
+      // Cross-check the reference with an independent FP64 path (FFTW on the CPU) up to 4096^2;
+      // the discrepancy is recorded in every case so the reference's own error is visible.
+      double reference_check = NAN;
+      if (n <= 4096) {
+        ConvOptions cpu_opt = ref_opt;
+        cpu_opt.method = ConvMethod::FFT;
+        cpu_opt.device = DeviceKind::Cpu;
+        reference_check = compare(reference, convolve2d(image64, kernel64, cpu_opt)).rel_frobenius;
+      }
       say(o, "conv " + std::to_string(n) + "^2, width " + std::to_string(w));
       for (const auto& [method, precision] : cases) {
         ConvOptions opt;
@@ -79,8 +89,13 @@ BenchReport run_conv_bench(const ConvBenchOptions& o) {
         c.implementation = "halfscope";
         c.method = std::string(conv_method_name(method));
         c.precision = std::string(precision_name(precision));
-        c.params = {{"rows", n}, {"cols", n}, {"kernel", w}, {"mode", std::string("same")},
-                    {"boundary", std::string("zero")}};
+        c.params = {{"rows", n},
+                    {"cols", n},
+                    {"kernel", w},
+                    {"mode", std::string("same")},
+                    {"boundary", std::string("zero")},
+                    {"reference", std::string("gpu naive double")}};
+        if (!std::isnan(reference_check)) c.params["reference_vs_fftw_double"] = reference_check;
         try {
           const DType st = storage_dtype(precision);
           const Array img = image64.astype(st).to(Memory::device);
@@ -97,9 +112,11 @@ BenchReport run_conv_bench(const ConvBenchOptions& o) {
             total += ms;
           }
           c.stats = compute_stats(samples);
-          const double bytes = 2.0 * static_cast<double>(n * n) * static_cast<double>(dtype_size(st));
+          const double bytes =
+              2.0 * static_cast<double>(n * n) * static_cast<double>(dtype_size(st));
           c.GBps = gbps(bytes, c.stats.median_ms);
-          c.TFLOPs = tflops(2.0 * static_cast<double>(n * n) * static_cast<double>(w * w), c.stats.median_ms);
+          c.TFLOPs = tflops(2.0 * static_cast<double>(n * n) * static_cast<double>(w * w),
+                            c.stats.median_ms);
           const ErrorMetrics m = compare(reference, out.to(Memory::host));
           c.error = {{"mre", m.mre}, {"max_abs", m.max_abs}, {"rel_frobenius", m.rel_frobenius}};
           if (method == ConvMethod::Auto) {

@@ -213,26 +213,30 @@ struct Prepared {
   conv::Geometry g;
   DeviceKind device = DeviceKind::Cpu;
   ConvMethod method = ConvMethod::Auto;
-  Array image, kernel;  // storage dtype, in the memory the method runs in
+  Precision precision =
+      Precision::Single;  // what the method runs in (Auto may run single as split)
+  Array image, kernel;    // storage dtype, in the memory the method runs in
 };
 
 Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) {
   if (image.empty() || kernel.empty()) throw InvalidInput("convolve2d: an input array is empty");
   if (image.ndim() != 2 || kernel.ndim() != 2)
-    throw InvalidInput("convolve2d: expected 2-D image and kernel, found image " + image.describe() +
-                       " and kernel " + kernel.describe());
+    throw InvalidInput("convolve2d: expected 2-D image and kernel, found image " +
+                       image.describe() + " and kernel " + kernel.describe());
   Prepared w;
   w.device = o.device;
-  if (w.device == DeviceKind::Auto && (image.on_device() || kernel.on_device())) w.device = DeviceKind::Cuda;
+  if (w.device == DeviceKind::Auto && (image.on_device() || kernel.on_device()))
+    w.device = DeviceKind::Cuda;
   w.device = resolve_device(w.device);
   const auto [out_rows, out_cols] =
       conv_output_shape(image.dim(0), image.dim(1), kernel.dim(0), kernel.dim(1), o.mode);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array img = to_storage(image, o.precision, mem, "image");
   // The kernel is small: flip it on the host for correlation.
-  Array ker = o.correlate ? to_storage(flipped(to_storage(kernel, o.precision, Memory::host, "kernel")),
-                                       o.precision, mem, "kernel")
-                          : to_storage(kernel, o.precision, mem, "kernel");
+  Array ker = o.correlate
+                  ? to_storage(flipped(to_storage(kernel, o.precision, Memory::host, "kernel")),
+                               o.precision, mem, "kernel")
+                  : to_storage(kernel, o.precision, mem, "kernel");
   conv::Geometry& g = w.g;
   g.boundary = o.boundary;
   g.out_rows = out_rows;
@@ -250,9 +254,15 @@ Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) 
   g.cols = img.dim(1);
   g.krows = ker.dim(0);
   g.kcols = ker.dim(1);
-  w.method = o.method == ConvMethod::Auto ? conv::plan_method(g, o.precision, w.device, o.plan_by_measuring)
-                                          : o.method;
-  check_supported(w.method, o.precision, w.device);
+  if (o.method == ConvMethod::Auto) {
+    const conv::Plan plan = conv::plan_method(g, o.precision, w.device, o.plan_by_measuring);
+    w.method = plan.method;
+    w.precision = plan.precision;
+  } else {
+    w.method = o.method;
+    w.precision = o.precision;
+  }
+  check_supported(w.method, w.precision, w.device);
   w.image = std::move(img);
   w.kernel = std::move(ker);
   return w;
@@ -268,9 +278,9 @@ void convolve2d_into(const Array& image, const Array& kernel, Array& out, const 
       !out.is_c_contiguous() || out.on_device() != (mem == Memory::device))
     throw InvalidInput("convolve2d_into: output must be a C-contiguous " +
                        std::string(dtype_name(storage_dtype(o.precision))) + shape_to_string(want) +
-                       " " + std::string(memory_name(mem)) +
-                       " array, found " + (out.empty() ? std::string("an empty array") : out.describe()));
-  conv::run_method(w.method, w.g, o.precision, w.image, w.kernel, out);
+                       " " + std::string(memory_name(mem)) + " array, found " +
+                       (out.empty() ? std::string("an empty array") : out.describe()));
+  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
 }
 
 ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
@@ -281,7 +291,7 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) 
   Prepared w = prepare(image, kernel, o);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array out(storage_dtype(o.precision), {w.g.out_rows, w.g.out_cols}, mem);
-  conv::run_method(w.method, w.g, o.precision, w.image, w.kernel, out);
+  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
   const bool device_input = image.on_device() || kernel.on_device();
   return mem == Memory::device && !device_input ? out.to(Memory::host) : out;
 }

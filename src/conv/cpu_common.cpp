@@ -56,14 +56,17 @@ void throw_fp16_overflow(std::string_view backend, Precision p, const OverflowSt
                          std::int64_t pixels, double exact_largest) {
   std::string msg = std::string(backend) + " (" + std::string(precision_name(p)) +
                     "): " + std::to_string(s.overflowed) + " of " + std::to_string(pixels) +
-                    " output pixels overflow FP16 (|value| >= 65520)";
+                    (p == Precision::BF16 ? " output pixels overflow BF16 (|value| > 3.39e38)"
+                                          : " output pixels overflow FP16 (|value| >= 65520)");
   if (exact_largest >= 0)
     msg += "; largest magnitude " + fmt_g(exact_largest);
   else if (s.largest > 0)
     msg += "; largest magnitude " + fmt_g(s.largest);
   if (s.nonfinite > 0)
-    msg += " (" + std::to_string(s.nonfinite) + " overflowed inside the FP16 arithmetic)";
-  msg += ". Scale the inputs down, or use precision single or bf16.";
+    msg += " (" + std::to_string(s.nonfinite) + " overflowed inside the " +
+           (p == Precision::Half ? "FP16" : "FP32") + " arithmetic)";
+  msg += p == Precision::BF16 ? ". Scale the inputs down, or use precision double."
+                              : ". Scale the inputs down, or use precision single or bf16.";
   throw NumericalError(msg);
 }
 

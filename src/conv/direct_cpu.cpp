@@ -234,6 +234,16 @@ void run_narrow(const Geometry& g, Precision p, const Array& image, const Array&
             else
               ++nonfinite;
           }
+        } else if constexpr (std::is_same_v<S, BFloat16>) {
+          // BF16 has float's range: only a float sum that rounds past the largest BF16, or
+          // that overflowed float itself, ends up non-finite.
+          if (!std::isfinite(orow[j].to_float())) {
+            ++overflowed;
+            if (std::isfinite(a))
+              largest = std::max(largest, static_cast<double>(std::fabs(a)));
+            else
+              ++nonfinite;
+          }
         }
       }
     }
@@ -243,7 +253,7 @@ void run_narrow(const Geometry& g, Precision p, const Array& image, const Array&
   // overflowed in the arithmetic are an error.
   if (!cpu::all_finite<float>(img) || !cpu::all_finite<float>(ker)) return;
   double exact = -1;
-  if (nonfinite > 0) {  // half: the FP16 sums overflowed, find the true magnitudes in FP64
+  if (nonfinite > 0 && std::is_same_v<S, Half>) {  // half: FP16 sums overflowed; FP64 magnitudes
     exact = 0;
 #pragma omp parallel for schedule(static) reduction(max : exact)
     for (std::int64_t i = 0; i < g.out_rows; ++i)

@@ -17,9 +17,16 @@ inline constexpr std::int64_t kCpuDirectMaxWidth = 31;
 inline constexpr std::int64_t kGpuRegisterMaxWidth = 15;
 inline constexpr std::int64_t kGpuTensorMaxWidth = 63;
 
-/// The method for `g` at precision `p` on `device` (Cpu or Cuda): the heuristic, or on the GPU
-/// with `measure`, the fastest supported candidate timed once for this problem key and cached.
-ConvMethod plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure);
+/// What Auto runs: a method and the precision it runs in. The precision differs from the one asked
+/// for only where the storage is the same and the accuracy at least as good (single as split).
+struct Plan {
+  ConvMethod method;
+  Precision precision;
+};
+
+/// The plan for `g` at precision `p` on `device` (Cpu or Cuda): the heuristic, or on the GPU with
+/// `measure`, the fastest supported candidate timed (median of three) once per problem and cached.
+Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure);
 
 /// Runs one method on storage-typed arrays (host for CPU methods, device for GPU methods).
 void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image,

@@ -122,13 +122,12 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
   a.vec_in = rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R)));
   a.vec_out = rows_aligned16(args.out, g.out_cols * static_cast<std::int64_t>(sizeof(R)));
 
-  // Taps in the arithmetic's layout: FP32 and FP64 storage already are; FP16/BF16 are converted
-  // (or duplicated into pairs) into scratch first.
+  // Taps as CoefOf<Prec>::T: the caller's array itself, except mixed (widened to FP32 first).
   const std::int64_t taps = g.krows * g.kcols;
   const std::int64_t coef_bytes = taps * static_cast<std::int64_t>(sizeof(T));
   std::optional<DeviceScratch> scratch;
   const void* coef = args.kernel;
-  if constexpr (Prec::kNarrow) {
+  if constexpr (kernels::CoefOf<Prec>::kPrepared) {
     scratch.emplace(coef_bytes, s);
     const int blocks =
         static_cast<int>(std::clamp<std::int64_t>(register_plan::ceil_div(taps, 256), 1, 4096));

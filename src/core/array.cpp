@@ -31,7 +31,8 @@ std::string_view memory_name(Memory m) noexcept {
 }
 
 std::shared_ptr<Buffer> Buffer::allocate(std::int64_t bytes, Memory memory) {
-  if (bytes < 0) throw InvalidInput("Buffer::allocate: negative size " + std::to_string(bytes));
+  if (bytes < 0 || bytes > std::numeric_limits<std::int64_t>::max() - 64)
+    throw InvalidInput("Buffer::allocate: invalid size " + std::to_string(bytes));
   // Never a zero-sized allocation: an empty array still has a valid, distinct pointer.
   const auto size = static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1) + 63) / 64 * 64;
   void* p = nullptr;
@@ -189,18 +190,29 @@ Memory Array::memory() const noexcept {
   return buffer_ ? buffer_->memory() : Memory::host;
 }
 
-bool Array::is_c_contiguous() const noexcept {
-  const Shape c = c_strides(shape_);
-  for (std::size_t i = 0; i < shape_.size(); ++i)
-    if (shape_[i] > 1 && strides_[i] != c[i]) return false;
+namespace {
+// Contiguity without materialising strides (which could overflow for huge empty shapes): walk the
+// axes from the fastest, comparing each stride with the running product of the extents.
+bool contiguous_in_order(const Shape& shape, const Shape& strides, bool c_order) noexcept {
+  std::int64_t step = 1;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    const std::size_t i = c_order ? shape.size() - 1 - k : k;
+    if (shape[i] == 0) return true;  // no element: every layout is contiguous
+    if (shape[i] > 1 && strides[i] != step) return false;
+    if (step > std::numeric_limits<std::int64_t>::max() / std::max<std::int64_t>(shape[i], 1))
+      return false;
+    step *= shape[i];
+  }
   return true;
+}
+}  // namespace
+
+bool Array::is_c_contiguous() const noexcept {
+  return contiguous_in_order(shape_, strides_, true);
 }
 
 bool Array::is_f_contiguous() const noexcept {
-  const Shape f = f_strides(shape_);
-  for (std::size_t i = 0; i < shape_.size(); ++i)
-    if (shape_[i] > 1 && strides_[i] != f[i]) return false;
-  return true;
+  return contiguous_in_order(shape_, strides_, false);
 }
 
 void* Array::data() noexcept {

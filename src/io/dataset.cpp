@@ -32,13 +32,20 @@ constexpr std::array<Extension, 10> kExtensions{{{"npy", Format::npy},
 
 std::string_view format_name(Format f) noexcept {
   switch (f) {
-    case Format::npy: return "npy";
-    case Format::npz: return "npz";
-    case Format::fits: return "FITS";
-    case Format::mseed: return "MiniSEED";
-    case Format::sac: return "SAC";
-    case Format::csv: return "CSV";
-    case Format::png: return "PNG";
+    case Format::npy:
+      return "npy";
+    case Format::npz:
+      return "npz";
+    case Format::fits:
+      return "FITS";
+    case Format::mseed:
+      return "MiniSEED";
+    case Format::sac:
+      return "SAC";
+    case Format::csv:
+      return "CSV";
+    case Format::png:
+      return "PNG";
   }
   return "unknown";
 }
@@ -48,7 +55,8 @@ Format format_of(const fs::path& path) {
   if (ext == "png") return Format::png;
   for (const auto& e : kExtensions)
     if (ext == e.ext) return e.format;
-  throw InvalidInput(path.string() + ": unknown file type '" + (ext.empty() ? "(none)" : "." + ext) +
+  throw InvalidInput(path.string() + ": unknown file type '" +
+                     (ext.empty() ? "(none)" : "." + ext) +
                      "': expected .npy, .npz, .fits (.fit, .fts), .mseed (.miniseed, .ms), .sac, "
                      ".csv or .png");
 }
@@ -58,10 +66,18 @@ Dataset read_dataset(const fs::path& path, const ReadOptions& options) {
   d.source = path;
   d.format = format_of(path);
   switch (d.format) {
-    case Format::npy: d.arrays.emplace_back("", read_npy(path)); break;
-    case Format::npz: d.arrays = read_npz(path); break;
-    case Format::csv: d.arrays.emplace_back("", read_csv(path)); break;
-    case Format::png: d.arrays.emplace_back("", read_png(path)); break;
+    case Format::npy:
+      d.arrays.emplace_back("", read_npy(path));
+      break;
+    case Format::npz:
+      d.arrays = read_npz(path);
+      break;
+    case Format::csv:
+      d.arrays.emplace_back("", read_csv(path));
+      break;
+    case Format::png:
+      d.arrays.emplace_back("", read_png(path));
+      break;
     case Format::fits: {
       FitsImage img = read_fits(path, options.fits_raw ? FitsValues::raw : FitsValues::physical);
       d.arrays.emplace_back("", img.data);
@@ -86,7 +102,8 @@ Dataset read_dataset(const fs::path& path, const ReadOptions& options) {
 
 namespace {
 
-Array convert_dtype(const Array& a, const WriteOptions& o, WriteReport& report, const std::string& what) {
+Array convert_dtype(const Array& a, const WriteOptions& o, WriteReport& report,
+                    const std::string& what) {
   if (!o.dtype || *o.dtype == a.dtype()) return a;
   ConversionReport r;
   Array out = a.astype(*o.dtype, &r);
@@ -107,14 +124,15 @@ Array single_array(const fs::path& out, const Dataset& d, const WriteOptions& o)
         throw InvalidInput(d.source.string() + ": " + std::to_string(tr.size()) +
                            " traces of different lengths or types (" + tr.front().id() + " has " +
                            std::to_string(tr.front().size()) + " samples, " + t.id() + " " +
-                           std::to_string(t.size()) + "): cannot write one array to " + out.string() +
-                           "; try --fill-gaps or a MiniSEED output");
-    Array stacked(tr.front().data.dtype(), {static_cast<std::int64_t>(tr.size()), tr.front().size()});
+                           std::to_string(t.size()) + "): cannot write one array to " +
+                           out.string() + "; try --fill-gaps or a MiniSEED output");
+    Array stacked(tr.front().data.dtype(),
+                  {static_cast<std::int64_t>(tr.size()), tr.front().size()});
     const std::int64_t row = tr.front().data.nbytes();
     for (std::size_t i = 0; i < tr.size(); ++i) {
       const Array c = tr[i].data.contiguous();
-      std::memcpy(static_cast<std::byte*>(stacked.data()) + static_cast<std::int64_t>(i) * row, c.data(),
-                  static_cast<std::size_t>(row));
+      std::memcpy(static_cast<std::byte*>(stacked.data()) + static_cast<std::int64_t>(i) * row,
+                  c.data(), static_cast<std::size_t>(row));
     }
     return stacked;
   }
@@ -125,9 +143,11 @@ Array single_array(const fs::path& out, const Dataset& d, const WriteOptions& o)
     names += (names.empty() ? "" : ", ") + name;
   }
   if (!o.member.empty())
-    throw InvalidInput(d.source.string() + ": no member '" + o.member + "' (members: " + names + ")");
-  throw InvalidInput(d.source.string() + ": holds " + std::to_string(d.arrays.size()) + " arrays (" +
-                     names + "): choose one with --member NAME to write " + out.string());
+    throw InvalidInput(d.source.string() + ": no member '" + o.member + "' (members: " + names +
+                       ")");
+  throw InvalidInput(d.source.string() + ": holds " + std::to_string(d.arrays.size()) +
+                     " arrays (" + names + "): choose one with --member NAME to write " +
+                     out.string());
 }
 
 Waveforms waveforms_for(const fs::path& out, const Dataset& d) {
@@ -151,7 +171,9 @@ WriteReport write_dataset(const fs::path& path, const Dataset& d, const WriteOpt
     case Format::csv:
       write_csv(path, convert_dtype(single_array(path, d, o), o, report, path.string()));
       break;
-    case Format::png: write_png(path, single_array(path, d, o), o.png); break;
+    case Format::png:
+      write_png(path, single_array(path, d, o), o.png);
+      break;
     case Format::fits: {
       FitsImage img = d.fits ? *d.fits : FitsImage{};
       img.data = convert_dtype(single_array(path, d, o), o, report, path.string());
@@ -183,11 +205,13 @@ WriteReport write_dataset(const fs::path& path, const Dataset& d, const WriteOpt
       const Waveforms w = waveforms_for(path, d);
       if (w.traces.size() != 1)
         throw InvalidInput(path.string() + ": SAC holds one trace; " + d.source.string() + " has " +
-                           std::to_string(w.traces.size()) + " (write MiniSEED, or one SAC per channel)");
+                           std::to_string(w.traces.size()) +
+                           " (write MiniSEED, or one SAC per channel)");
       SacFile s = d.sac ? *d.sac : make_sac(w.traces.front());
       const Array& samples = w.traces.front().data;
       // SAC stores float32: other types must convert exactly, or we say so.
-      Array f32 = samples.dtype() == DType::f32 ? samples : samples.astype(DType::f32, &report.conversion);
+      Array f32 =
+          samples.dtype() == DType::f32 ? samples : samples.astype(DType::f32, &report.conversion);
       if (samples.dtype() != DType::f32) {
         const Array back = f32.astype(samples.dtype());
         const Array c = samples.contiguous();
@@ -202,8 +226,11 @@ WriteReport write_dataset(const fs::path& path, const Dataset& d, const WriteOpt
       break;
     }
   }
+  if (report.conversion.nan > 0)
+    report.notes.push_back(std::to_string(report.conversion.nan) + " NaN values carried through");
   if (report.conversion.underflow > 0)
-    report.notes.push_back(std::to_string(report.conversion.underflow) + " nonzero values underflowed to zero");
+    report.notes.push_back(std::to_string(report.conversion.underflow) +
+                           " nonzero values underflowed to zero");
   if (report.conversion.subnormal > 0)
     report.notes.push_back(std::to_string(report.conversion.subnormal) +
                            " values became subnormal (reduced precision)");

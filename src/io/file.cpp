@@ -1,5 +1,6 @@
 #include "halfscope/io/file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ std::vector<std::byte> read_file_bytes(const fs::path& path) {
   if (!in) throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
   const auto size = static_cast<std::streamoff>(in.tellg());
+  if (size < 0) throw IoError(path.string() + ": cannot determine the size (not a regular file?)");
   in.seekg(0, std::ios::beg);
   std::vector<std::byte> bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)));
   if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size))
@@ -38,7 +40,8 @@ void check_output_path(const fs::path& path) {
     throw IoError(path.string() + ": output folder " + folder.string() + " does not exist");
   if (!fs::is_directory(folder, ec))
     throw IoError(path.string() + ": " + folder.string() + " is not a folder");
-  if (fs::is_directory(path, ec)) throw IoError(path.string() + ": is a folder, expected a file name");
+  if (fs::is_directory(path, ec))
+    throw IoError(path.string() + ": is a folder, expected a file name");
   if (::access(folder.c_str(), W_OK) != 0)
     throw IoError(path.string() + ": output folder " + folder.string() + " is not writable");
 }
@@ -74,16 +77,25 @@ void AtomicOutput::write(const std::string& text) {
 
 void AtomicOutput::commit() {
   if (file_) {
-    const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
-    std::fclose(file_);
+    // errno is saved at each failing step: a later call may overwrite it.
+    int err = 0;
+    if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) err = errno;
+    if (std::fclose(file_) != 0 && err == 0) err = errno;
     file_ = nullptr;
-    if (!ok) throw IoError(target_.string() + ": write failed: " + std::strerror(errno));
+    if (err) throw IoError(target_.string() + ": write failed: " + std::strerror(err));
+  } else {
+    // Written by a library through temp_path(): flush it to disk before it takes the name.
+    const int fd = ::open(temp_.c_str(), O_RDONLY);
+    if (fd < 0) throw IoError(target_.string() + ": nothing was written (internal error)");
+    const int rc = ::fsync(fd), err = errno;
+    ::close(fd);
+    if (rc != 0) throw IoError(target_.string() + ": write failed: " + std::strerror(err));
   }
   std::error_code ec;
-  if (!fs::exists(temp_, ec))
-    throw IoError(target_.string() + ": nothing was written (internal error)");
   fs::rename(temp_, target_, ec);
-  if (ec) throw IoError(target_.string() + ": cannot rename the finished file into place: " + ec.message());
+  if (ec)
+    throw IoError(target_.string() +
+                  ": cannot rename the finished file into place: " + ec.message());
   committed_ = true;
 }
 
@@ -96,7 +108,8 @@ void write_file_atomic(const fs::path& path, std::span<const std::byte> bytes) {
 std::string extension_of(const fs::path& path) {
   std::string ext = path.extension().string();
   if (!ext.empty() && ext[0] == '.') ext.erase(0, 1);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return ext;
 }
 

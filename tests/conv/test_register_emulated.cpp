@@ -134,7 +134,7 @@ void registered(Inputs& in, int sms) {
   a.vec_out = aligned(a.c.out, a.c.out_cols * static_cast<std::int64_t>(sizeof(R)));
   const std::int64_t taps = in.ker.size();
   std::vector<T> coef(static_cast<std::size_t>(taps));
-  if constexpr (Prec::kNarrow)
+  if constexpr (kernels::CoefOf<Prec>::kPrepared)
     emu::launch(&kernels::prepare_coefficients<Prec>, dim3(1), dim3(64), 0,
                 static_cast<const R*>(a.c.kernel), coef.data(), static_cast<long long>(taps));
   else

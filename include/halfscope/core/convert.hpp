@@ -23,13 +23,15 @@ struct ConversionReport {
   std::int64_t nan = 0;        // NaN inputs (carried through as NaN)
   std::int64_t first_overflow_index = -1;  // linear index of the first overflow, -1 if none
 
-  [[nodiscard]] bool clean() const noexcept { return overflow == 0 && nan == 0; }
+  /// No finite value became infinite. NaN inputs are carried through as NaN (masked pixels are
+  /// data, not a conversion failure); callers report `nan` when they want to.
+  [[nodiscard]] bool clean() const noexcept { return overflow == 0; }
   ConversionReport& operator+=(const ConversionReport& o) noexcept;
   /// "1048576 values: 3 overflowed (first at 17), 12 underflowed to zero, 0 subnormal, 0 NaN".
   [[nodiscard]] std::string summary() const;
 };
 
-/// Throws NumericalError naming `what` if the report shows overflow or NaN.
+/// Throws NumericalError naming `what` if the report shows overflow.
 void require_finite(const ConversionReport& report, std::string_view what);
 
 /// Host conversions. `out` must have the size of `in`. Return the counts.

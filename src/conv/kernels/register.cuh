@@ -7,8 +7,9 @@
 // TX*P + KW - 1 pixels) into shared memory with coalesced 16-byte loads, then each thread keeps a
 // P x Q tile of outputs in registers and walks its (Q + KW - 1) x (P + KW - 1) region of interest
 // row by row: each row is read once from shared memory (16-byte loads), converted once, and added
-// with the taps as immediate constant-bank operands of the FMAs into every accumulator it
-// touches. FP16 arithmetic runs packed: HFMA2 on two adjacent outputs, with the odd-shifted input
+// into every accumulator it touches with taps at compile-time constant-memory offsets (the SASS
+// loads them once per tile into uniform registers, ULDC.64, for FP32 and into registers for
+// FP16). FP16 arithmetic runs packed: HFMA2 on two adjacent outputs, with the odd-shifted input
 // pairs made by one PRMT each. Zero and circular boundaries are both resolved while staging, so
 // the compute loop has no branch; only chunks that cross an image edge take the per-pixel path.
 //
@@ -17,12 +18,16 @@
 // walked in chunks of P with a 2P-pixel register window, so the inner chunk (P taps x P outputs
 // x Q rows) is unrolled and the tap is one LDC per P multiply-adds.
 //
-// Floors per call (H100 SXM: 3.35 TB/s, FP32 FMA ~25 T/s, packed FP16 HFMA2 ~50 T FMA/s):
-//   bytes >= (rows*cols + out_rows*out_cols) * sizeof(storage) (halo rows come from L2)
-//   FMAs   = out_rows*out_cols*krows*kcols
-// 4096^2, 3x3: 67 MB in FP16 -> 20 us at 3.35 TB/s; 0.15 G FMA -> 3 us packed: memory-bound.
-// 4096^2, 7x7 mixed: 20 us of memory vs 0.82 G FP32 FMA (33 us at the issue limit with the
-// conversions): compute-bound, ~60-70% of the copy bandwidth is the most FP32 arithmetic allows.
+// Floors per call (H100 SXM: 3.35 TB/s, ~2.9 TB/s for a copy; FP32 FMA ~25-33 T/s; issue limit
+// 132 SMs x 4 warp-instructions per clock):
+//   bytes >= (rows*cols + out_rows*out_cols) * sizeof(storage)   (halo rows re-read from L2)
+//   FMAs   = out_rows*out_cols*krows*kcols                       (an HFMA2 does two)
+// Per output the tile kernel issues KW^2 FFMA (KW^2/2 HFMA2) plus about 8 instructions of
+// staging, row loads, conversions and stores (counted in the SASS of the 3x3..7x7 instances).
+// 4096^2 in FP16 storage moves 67 MB: 23 us at 2.9 TB/s. 3x3 half or mixed: ~16 instructions per
+// output, ~9 us of issue: memory-bound, 80-90% of the copy bandwidth expected. 7x7 half: ~33 per
+// output, ~19 us: borderline. 7x7 mixed: ~58 per output, ~33 us: FP32-issue-bound at ~70% of the
+// copy bandwidth (FP32 arithmetic, not memory, is then the floor).
 #pragma once
 
 #include "conv/kernels/direct_common.cuh"
@@ -33,25 +38,41 @@
 
 namespace halfscope::conv::kernels {
 
-/// Taps for the register kernels, in the arithmetic's layout (see CoefOf): 64 KB = 16384 FP32
-/// taps or FP16 pairs (127 x 127), 8192 FP64. Larger kernels are read from global memory.
+/// Taps for the register kernels as CoefOf<Prec>::T: 64 KB = 32768 FP16/BF16 taps (181 x 181),
+/// 16384 FP32 (127 x 127), 8192 FP64. Larger kernels are read from global memory.
 inline constexpr int kRegisterConstantBytes = 65536;  // register_plan::kConstantBytes
 static __constant__ uint4 c_reg_kernel[kRegisterConstantBytes / 16];
 
-/// Tap storage: FP32 for FP32 arithmetic (mixed and bf16 taps widened once), FP64 for double,
-/// and for FP16 arithmetic the tap duplicated in both halves of a 32-bit word, the multiplier
-/// operand of HFMA2 for two adjacent outputs.
+/// How taps are stored (T) and turned into the arithmetic's operand (get). The caller's raw
+/// storage bits where that is free: FP32/FP64 taps as they are, FP16 taps broadcast into both
+/// halves of the HFMA2 multiplier by an operand selector (.H0_H0 / .H1_H1 in the SASS). FP16 and
+/// BF16 taps for FP32 arithmetic would cost a conversion per use (for BF16 a shift: tried, ptxas
+/// kept the shifted taps in registers and spilled up to 300 bytes at KW = 31), so those are
+/// widened to FP32 once per call (kPrepared: prepare_coefficients), and the FFMAs read them
+/// from constant memory through uniform registers.
 template <class Prec>
 struct CoefOf {
-  using T = float;
-};
-template <>
-struct CoefOf<PrecDouble> {
-  using T = double;
+  using T = typename Prec::R;
+  static constexpr bool kPrepared = false;
+  __device__ static typename Prec::A get(T raw) { return Prec::widen(raw); }
 };
 template <>
 struct CoefOf<PrecHalf> {
-  using T = unsigned int;
+  using T = unsigned short;
+  static constexpr bool kPrepared = false;
+  __device__ static __half2 get(T raw) { return __half2half2(__ushort_as_half(raw)); }
+};
+template <>
+struct CoefOf<PrecMixed> {
+  using T = float;
+  static constexpr bool kPrepared = true;
+  __device__ static float get(T k) { return k; }
+};
+template <>
+struct CoefOf<PrecBF16> {
+  using T = float;
+  static constexpr bool kPrepared = true;
+  __device__ static float get(T k) { return k; }
 };
 
 /// What the register kernels need beyond the geometry.
@@ -72,27 +93,23 @@ __device__ inline To bit_as(const From& f) {
   return t;
 }
 
-/// Converts FP16/BF16 taps to the register layout of CoefOf.
+/// Widens FP16/BF16 taps to FP32 for FP32 arithmetic (CoefOf<PrecMixed>, CoefOf<PrecBF16>).
 template <class Prec>
 __global__ void prepare_coefficients(const typename Prec::R* k, typename CoefOf<Prec>::T* dst,
                                      long long n) {
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_same_v<Prec, PrecHalf>)
-      dst[i] = static_cast<unsigned>(k[i]) * 0x10001u;  // (k, k)
-    else
-      dst[i] = Prec::widen(k[i]);
-  }
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    dst[i] = Prec::widen(k[i]);
 }
 
-/// Tap `idx` from constant memory (kConst) or from the global copy.
+/// Tap `idx` as the arithmetic's operand, from constant memory (kConst) or from global memory.
 template <class Prec, bool kConst>
-__device__ inline typename CoefOf<Prec>::T coef(const RegArgs& a, int idx) {
+__device__ inline auto coef(const RegArgs& a, int idx) {
   using T = typename CoefOf<Prec>::T;
   if constexpr (kConst)
-    return reinterpret_cast<const T*>(c_reg_kernel)[idx];
+    return CoefOf<Prec>::get(reinterpret_cast<const T*>(c_reg_kernel)[idx]);
   else
-    return __ldg(static_cast<const T*>(a.coef) + idx);
+    return CoefOf<Prec>::get(__ldg(static_cast<const T*>(a.coef) + idx));
 }
 
 template <class R>

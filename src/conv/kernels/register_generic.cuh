@@ -80,7 +80,7 @@ __device__ inline void generic_row_half(const RegArgs& a, const unsigned short* 
       HS_UNROLL
       for (int dw = P - 1; dw >= 0; --dw) {
         if (decltype(first)::value && w0 + dw >= kc) continue;
-        const __half2 k = bit_as<__half2>(coef<PrecHalf, kConst>(a, kbase - dw));
+        const __half2 k = coef<PrecHalf, kConst>(a, kbase - dw);
         HS_UNROLL
         for (int m = 0; m < H; ++m) {
           const int s = 2 * m + dw;

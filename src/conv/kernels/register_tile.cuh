@@ -11,6 +11,7 @@ __device__ inline void tile_compute(const RegArgs& a, const typename Prec::R* wi
                                     long long i0, long long j0, unsigned& overflow) {
   using A = typename Prec::A;
   using R = typename Prec::R;
+  static_assert(P * Q <= 64);  // one overflow bit per output in a 64-bit mask
   constexpr int W = P + KW - 1;
   constexpr int V = 16 / static_cast<int>(sizeof(R));
   constexpr int NV = (W + V - 1) / V;
@@ -81,7 +82,7 @@ __device__ inline void tile_compute_half(const RegArgs& a, const unsigned short*
       if (u < 0 || u >= KW) continue;
       HS_UNROLL
       for (int v = 0; v < KW; ++v) {
-        const __half2 k = bit_as<__half2>(coef<PrecHalf, true>(a, u * KW + v));
+        const __half2 k = coef<PrecHalf, true>(a, u * KW + v);
         HS_UNROLL
         for (int m = 0; m < P / 2; ++m) {
           const int s = 2 * m + KW - 1 - v;

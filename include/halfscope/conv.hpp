@@ -55,9 +55,6 @@ std::pair<std::int64_t, std::int64_t> conv_output_shape(std::int64_t r, std::int
                                                         std::int64_t kr, std::int64_t kc,
                                                         ConvMode mode);
 
-/// The storage dtype of a precision: f64, f32 (single, tf32, split), f16 (half, mixed), bf16.
-DType storage_dtype(Precision p) noexcept;
-
 /// Convolves a 2-D image with a 2-D kernel (any real dtypes; converted to the precision's storage
 /// type with overflow counted: an FP16 overflow is a NumericalError, never an inf). Host arrays
 /// give a host result; device arrays a device result. The result's dtype is storage_dtype().

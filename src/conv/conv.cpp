@@ -68,23 +68,6 @@ ConvMethod parse_conv_method(std::string_view t) {
   return parse_name(t, kMethods, "method");
 }
 
-DType storage_dtype(Precision p) noexcept {
-  switch (p) {
-    case Precision::Double:
-      return DType::f64;
-    case Precision::Half:
-    case Precision::Mixed:
-      return DType::f16;
-    case Precision::BF16:
-      return DType::bf16;
-    case Precision::Single:
-    case Precision::TF32:
-    case Precision::Split:
-      return DType::f32;
-  }
-  return DType::f32;
-}
-
 std::pair<std::int64_t, std::int64_t> conv_output_shape(std::int64_t r, std::int64_t c,
                                                         std::int64_t kr, std::int64_t kc,
                                                         ConvMode mode) {

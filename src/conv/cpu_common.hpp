@@ -21,20 +21,9 @@ namespace halfscope::conv::cpu {
 void check_arrays(std::string_view backend, const Geometry& g, DType storage, const Array& image,
                   const Array& kernel, const Array& out);
 
-/// The storage dtype of a precision (as conv.hpp's storage_dtype; kept here so the backends and
-/// their tests do not depend on the dispatch file).
+/// The storage dtype of a precision (core's storage_dtype, under the backends' name).
 constexpr DType storage_of(Precision p) noexcept {
-  switch (p) {
-    case Precision::Double:
-      return DType::f64;
-    case Precision::Half:
-    case Precision::Mixed:
-      return DType::f16;
-    case Precision::BF16:
-      return DType::bf16;
-    default:
-      return DType::f32;
-  }
+  return storage_dtype(p);
 }
 
 /// Unsupported naming the method, the precision asked for and the ones it supports.

@@ -17,20 +17,9 @@
 
 namespace halfscope::conv::fftgemm_util {
 
-/// The storage dtype of a precision (conv.hpp's storage_dtype, repeated here so the backends do
-/// not depend on the dispatcher's translation unit).
+/// The storage dtype of a precision (core's storage_dtype, under the backends' name).
 inline DType storage_of(Precision p) {
-  switch (p) {
-    case Precision::Double:
-      return DType::f64;
-    case Precision::Half:
-    case Precision::Mixed:
-      return DType::f16;
-    case Precision::BF16:
-      return DType::bf16;
-    default:
-      return DType::f32;
-  }
+  return storage_dtype(p);
 }
 
 /// Checks what dispatch promises (backends.hpp): device arrays of the storage dtype, C-contiguous,

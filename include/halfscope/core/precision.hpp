@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "halfscope/core/dtype.hpp"
+
 namespace halfscope {
 
 /// How data is stored and computed. `Split` keeps FP32 in memory and runs FP16 tensor cores on a
@@ -26,6 +28,21 @@ double storage_unit_roundoff(Precision p) noexcept;
 
 /// Unit roundoff of the arithmetic (FP32 for Mixed, BF16 and Split; 2^-11 for TF32's products).
 double compute_unit_roundoff(Precision p) noexcept;
+
+/// The storage dtype of a precision: f64 (double), f32 (single, tf32, split), f16 (half, mixed),
+/// bf16 (bf16). The one mapping every operation and backend uses.
+constexpr DType storage_dtype(Precision p) noexcept {
+  switch (p) {
+    case Precision::Double: return DType::f64;
+    case Precision::Half:
+    case Precision::Mixed: return DType::f16;
+    case Precision::BF16: return DType::bf16;
+    case Precision::Single:
+    case Precision::TF32:
+    case Precision::Split: return DType::f32;
+  }
+  return DType::f32;
+}
 
 /// "single, half, mixed": for messages that list what a method supports.
 std::string precision_list(std::span<const Precision> ps);

@@ -21,11 +21,6 @@ namespace halfscope::conv::cpu {
 void check_arrays(std::string_view backend, const Geometry& g, DType storage, const Array& image,
                   const Array& kernel, const Array& out);
 
-/// The storage dtype of a precision (core's storage_dtype, under the backends' name).
-constexpr DType storage_of(Precision p) noexcept {
-  return storage_dtype(p);
-}
-
 /// Unsupported naming the method, the precision asked for and the ones it supports.
 [[noreturn]] void throw_unsupported(std::string_view backend, Precision p,
                                     std::span<const Precision> supported);

@@ -17,16 +17,11 @@
 
 namespace halfscope::conv::fftgemm_util {
 
-/// The storage dtype of a precision (core's storage_dtype, under the backends' name).
-inline DType storage_of(Precision p) {
-  return storage_dtype(p);
-}
-
 /// Checks what dispatch promises (backends.hpp): device arrays of the storage dtype, C-contiguous,
 /// shaped as the geometry says. Throws InvalidInput naming `method` otherwise.
 inline void check_arrays(const char* method, const Geometry& g, Precision p, const Array& image,
                          const Array& kernel, const Array& out) {
-  const DType want = storage_of(p);
+  const DType want = storage_dtype(p);
   const auto check = [&](const Array& a, const char* what, std::int64_t r, std::int64_t c) {
     if (a.empty() || !a.on_device() || a.dtype() != want || !a.is_c_contiguous() || a.ndim() != 2 ||
         a.dim(0) != r || a.dim(1) != c)

@@ -271,7 +271,7 @@ void direct_cpu(const Geometry& g, Precision p, const Array& image, const Array&
                 Array& out) {
   if (std::find(kSupported.begin(), kSupported.end(), p) == kSupported.end())
     cpu::throw_unsupported(kBackend, p, kSupported);
-  cpu::check_arrays(kBackend, g, cpu::storage_of(p), image, kernel, out);
+  cpu::check_arrays(kBackend, g, storage_dtype(p), image, kernel, out);
   switch (p) {
     case Precision::Double:
       return run_native<double>(g, image, kernel, out);

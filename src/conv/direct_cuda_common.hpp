@@ -23,11 +23,6 @@
 
 namespace halfscope::conv::detail {
 
-/// The storage dtype of a precision (core's storage_dtype, under the backends' name).
-inline DType direct_storage_dtype(Precision p) {
-  return storage_dtype(p);
-}
-
 /// Checks what dispatch promises (backends.hpp): a supported precision, device arrays of the
 /// storage dtype, C-contiguous, shaped as the geometry says. Throws Unsupported / InvalidInput.
 inline void check_direct_call(std::string_view method, const Geometry& g, Precision p,
@@ -42,7 +37,7 @@ inline void check_direct_call(std::string_view method, const Geometry& g, Precis
   if (g.krows > INT_MAX / 2 || g.kcols > INT_MAX / 2)
     throw Unsupported(m + ": kernel extent above 2^30 (" + std::to_string(g.krows) + " x " +
                       std::to_string(g.kcols) + ")");
-  const DType want = direct_storage_dtype(p);
+  const DType want = storage_dtype(p);
   const struct {
     const Array* a;
     const char* name;

@@ -148,7 +148,7 @@ cpu::OverflowStats fftw_conv(const Geometry& g, const cpu::Axis& ar, const cpu::
 void fft_cpu(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out) {
   if (std::find(kSupported.begin(), kSupported.end(), p) == kSupported.end())
     cpu::throw_unsupported(kBackend, p, kSupported);
-  cpu::check_arrays(kBackend, g, cpu::storage_of(p), image, kernel, out);
+  cpu::check_arrays(kBackend, g, storage_dtype(p), image, kernel, out);
   if (g.out_rows == 0 || g.out_cols == 0) return;
   const auto sizes = p == Precision::Half ? cpu::GridSizes::Pow2 : cpu::GridSizes::Smooth;
   const cpu::Axis ar = cpu::make_axis(g.rows, g.krows, g.out_rows, g.row0, g.boundary, sizes);

@@ -126,8 +126,7 @@ std::string nonfinite_message(Precision p, unsigned long long bad, std::int64_t 
            "despite the 1/sqrt(N) pre-scaling; precision mixed or single keeps the range";
   if (p == Precision::Mixed)
     return m + "a result beyond the float16 range (65504); precision bf16 or single keeps it";
-  return m + "the result exceeds the range of " +
-         std::string(dtype_name(fftgemm_util::storage_of(p)));
+  return m + "the result exceeds the range of " + std::string(dtype_name(storage_dtype(p)));
 }
 
 template <class F>

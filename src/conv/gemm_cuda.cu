@@ -220,7 +220,7 @@ void run_gemm(const Geometry& g, Precision p, const Array& image, const Array& k
     throw NumericalError("gemm (cuda) in precision " + std::string(precision_name(p)) + ": " +
                          std::to_string(*host) + " of " + std::to_string(total) +
                          " outputs are not finite (beyond the range of " +
-                         std::string(dtype_name(fftgemm_util::storage_of(p))) +
+                         std::string(dtype_name(storage_dtype(p))) +
                          (p == Precision::Half ? ", or an FP16 partial sum overflowed" : "") +
                          "); a precision with more range keeps it");
 }
@@ -245,7 +245,7 @@ void gemm_cuda(const Geometry& g, Precision p, const Array& image, const Array& 
                cudaStream_t stream) {
   (void)gemm_types(p);  // Unsupported before anything else for precisions gemm does not have
   fftgemm_util::check_arrays("gemm (cuda)", g, p, image, kernel, out);
-  switch (fftgemm_util::storage_of(p)) {
+  switch (storage_dtype(p)) {
     case DType::f64:
       return run_gemm<double>(g, p, image, kernel, out, stream);
     case DType::f16:

@@ -45,26 +45,13 @@
 #include "conv/fft_layout.hpp"
 #include "conv/fft_plan_cache_cuda.hpp"
 #include "conv/gemm_cuda.hpp"
+#include "cpu_backend_testing.hpp"
 #include "halfscope/core/cuda.hpp"
 
 namespace halfscope::conv::fftgemm_testing {
 
 using Backend = void (*)(const Geometry&, Precision, const Array&, const Array&, Array&,
                          cudaStream_t);
-
-inline DType storage(Precision p) {
-  switch (p) {
-    case Precision::Double:
-      return DType::f64;
-    case Precision::Half:
-    case Precision::Mixed:
-      return DType::f16;
-    case Precision::BF16:
-      return DType::bf16;
-    default:
-      return DType::f32;
-  }
-}
 
 /// Values exactly representable in the storage type, with the device copy.
 struct Data {
@@ -106,46 +93,14 @@ inline Data from_values(const std::vector<double>& values, std::int64_t rows, st
   return d;
 }
 
-inline std::int64_t wrap(std::int64_t y, std::int64_t n) {
-  return ((y % n) + n) % n;
-}
-
-struct Reference {
-  std::vector<double> value, abs;  // abs: sum |k(u, v)| |in(...)|
-};
-
-inline Reference reference(const Geometry& g, const std::vector<double>& img,
-                           const std::vector<double>& ker) {
-  Reference r;
-  r.value.assign(static_cast<std::size_t>(g.out_rows * g.out_cols), 0.0);
-  r.abs = r.value;
-  for (std::int64_t i = 0; i < g.out_rows; ++i)
-    for (std::int64_t j = 0; j < g.out_cols; ++j) {
-      double s = 0, a = 0;
-      for (std::int64_t u = 0; u < g.krows; ++u)
-        for (std::int64_t v = 0; v < g.kcols; ++v) {
-          std::int64_t y = i + g.row0 - u, x = j + g.col0 - v;
-          if (g.boundary == Boundary::Circular) {
-            y = wrap(y, g.rows);
-            x = wrap(x, g.cols);
-          } else if (y < 0 || y >= g.rows || x < 0 || x >= g.cols) {
-            continue;
-          }
-          const double p = ker[static_cast<std::size_t>(u * g.kcols + v)] *
-                           img[static_cast<std::size_t>(y * g.cols + x)];
-          s += p;
-          a += std::abs(p);
-        }
-      r.value[static_cast<std::size_t>(i * g.out_cols + j)] = s;
-      r.abs[static_cast<std::size_t>(i * g.out_cols + j)] = a;
-    }
-  return r;
-}
+// The FP64 reference shared with the CPU backends' tests (one formula, geometry.hpp's).
+using conv::testing::Reference;
+using conv::testing::reference;
 
 /// Runs a backend on a NaN-poisoned output; returns the output on the host as doubles.
 inline std::vector<double> run(Backend f, const Geometry& g, Precision p, const Array& image,
                                const Array& kernel) {
-  Array out(storage(p), {g.out_rows, g.out_cols}, Memory::device);
+  Array out(storage_dtype(p), {g.out_rows, g.out_cols}, Memory::device);
   cuda::Stream s;
   HS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, static_cast<std::size_t>(out.nbytes()), s.get()));
   f(g, p, image, kernel, out, s.get());
@@ -294,8 +249,8 @@ inline void sweep(Backend f, Precision p,
                   const std::vector<Shape4>& shapes) {
   std::uint64_t seed = 100;
   for (const Shape4& s : shapes) {
-    const Data img = make_data(s.r, s.c, storage(p), ++seed);
-    const Data ker = make_data(s.kr, s.kc, storage(p), ++seed);
+    const Data img = make_data(s.r, s.c, storage_dtype(p), ++seed);
+    const Data ker = make_data(s.kr, s.kc, storage_dtype(p), ++seed);
     for (const Geometry& g : geometries(s.r, s.c, s.kr, s.kc)) {
       SCOPED_TRACE(describe(g, p));
       check(g, p, img, ker, run(f, g, p, img.device, ker.device));

@@ -30,7 +30,7 @@ using Backend = void (*)(const Geometry&, Precision, const Array&, const Array&,
 
 /// Runs `f` on the device (default stream) and returns the output on the host.
 Array run(Backend f, Precision p, const Geometry& g, const Data& d) {
-  const DType t = storage_of(p);
+  const DType t = storage_dtype(p);
   Array img = host_array(t, g.rows, g.cols, d.img).to(Memory::device);
   Array ker = host_array(t, g.krows, g.kcols, d.ker).to(Memory::device);
   Array out = poisoned_output(t, g).to(Memory::device);
@@ -48,7 +48,7 @@ void check(Backend f, Precision p, const Geometry& g, const Data& d, const std::
 void run_suite(Backend f, const char* method, Precision p) {
   std::uint64_t seed = 1;
   for (const Case& c : kCases) {
-    const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_of(p), seed += 7);
+    const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_dtype(p), seed += 7);
     for (Boundary b : {Boundary::Zero, Boundary::Circular})
       for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
         check(f, p, geometry(d, w, b), d, label(method, p, d, w.name, b));
@@ -102,7 +102,7 @@ TEST(GpuConvRegister, BF16Storage_F32Math) {
 TEST(GpuConvNaiveRegister, Image2049x1031Kernel35x35_AllPrecisions_BoundAndNaiveEqualsRegister) {
   HS_REQUIRE_GPU();
   for (Precision p : kAllPrecisions) {
-    const Data d = make_data(2049, 1031, 35, 35, storage_of(p), 99);
+    const Data d = make_data(2049, 1031, 35, 35, storage_dtype(p), 99);
     for (Boundary b : {Boundary::Zero, Boundary::Circular}) {
       const Geometry g = geometry(d, {"same", 2049, 1031, 17, 17}, b);
       const std::string what =
@@ -120,7 +120,7 @@ TEST(GpuConvNaiveRegister, Image2049x1031Kernel35x35_AllPrecisions_BoundAndNaive
 TEST(GpuConvNaiveRegister, Kernel190x185BeyondConstantMemory_AllPrecisions) {
   HS_REQUIRE_GPU();
   for (Precision p : kAllPrecisions) {
-    const Data d = make_data(24, 20, 190, 185, storage_of(p), 5);
+    const Data d = make_data(24, 20, 190, 185, storage_dtype(p), 5);
     for (Boundary b : {Boundary::Zero, Boundary::Circular}) {
       const Geometry g = geometry(d, {"window", 30, 25, 95, 90}, b);
       check(&naive_cuda, p, g, d, "naive huge kernel");

@@ -33,20 +33,6 @@
 
 namespace halfscope::conv::nrtest {
 
-inline DType storage_of(Precision p) {
-  switch (p) {
-    case Precision::Double:
-      return DType::f64;
-    case Precision::Half:
-    case Precision::Mixed:
-      return DType::f16;
-    case Precision::BF16:
-      return DType::bf16;
-    default:
-      return DType::f32;
-  }
-}
-
 inline double round_to(DType t, double x) {
   switch (t) {
     case DType::f16:

@@ -54,7 +54,7 @@ struct Inputs {
 
 Inputs inputs(Precision p, const Geometry& g, const Data& d) {
   Inputs in;
-  const DType t = storage_of(p);
+  const DType t = storage_dtype(p);
   in.img = host_array(t, g.rows, g.cols, d.img);
   in.ker = host_array(t, g.krows, g.kcols, d.ker);
   in.out = poisoned_output(t, g);
@@ -192,7 +192,7 @@ void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::
   std::uint64_t seed = 1;
   for (std::size_t ic = 0; ic < ncases; ++ic) {
     const Case& c = kCases[ic];
-    const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_of(p), seed += 7);
+    const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_dtype(p), seed += 7);
     for (Boundary b : {Boundary::Zero, Boundary::Circular})
       for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
         if (std::string(w.name) == "same-corr") continue;
@@ -238,7 +238,7 @@ TEST(EmulatedConvRegister, F32AndF16_H100LaunchShapes) {
 TEST(EmulatedConvNaiveRegister, Kernel190x185BeyondConstantMemory_F16AndF32) {
   for (Precision p : {Precision::Half, Precision::Single})
     for (Method m : {Method::Naive, Method::Register}) {
-      const Data d = make_data(9, 7, 190, 185, storage_of(p), 5);
+      const Data d = make_data(9, 7, 190, 185, storage_dtype(p), 5);
       const Geometry g = geometry(d, {"window", 6, 5, 95, 90}, Boundary::Circular);
       expect_matches(run(m, p, g, d, kSms), p, g, d, "huge kernel");
     }

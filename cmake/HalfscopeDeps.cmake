@@ -60,3 +60,67 @@ find_library(HS_FFTWF_LIBRARY fftw3f REQUIRED)
 add_library(hs_dep_fftw INTERFACE IMPORTED GLOBAL)
 target_include_directories(hs_dep_fftw INTERFACE ${HS_FFTW_INCLUDE})
 target_link_libraries(hs_dep_fftw INTERFACE ${HS_FFTWF_LIBRARY} ${HS_FFTW_LIBRARY})
+
+# cuDNN for the `cudnn` convolution method (CUDA builds only). Looked for under
+# HALFSCOPE_CUDNN_ROOT (cache variable or environment: a folder with include/cudnn.h and lib/, as
+# the nvidia-cudnn Python wheel ships it, whose library is only libcudnn.so.9: its folder is
+# `python3 -c "import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])"`), then the CUDA
+# toolkit, then the system. HALFSCOPE_WITH_CUDNN (AUTO / ON / OFF) is resolved to ON or OFF here,
+# as a normal variable, which config.hpp's HALFSCOPE_WITH_CUDNN reads.
+set(HALFSCOPE_CUDNN_ROOT "$ENV{HALFSCOPE_CUDNN_ROOT}" CACHE PATH
+    "Folder holding cuDNN's include/ and lib/ (e.g. the nvidia-cudnn wheel), empty to search")
+# The mode is validated first, CUDA or not; the truthy / falsy spellings option() accepted
+# (TRUE, 1, on, yes, ...) keep working, in any case.
+string(TOUPPER "${HALFSCOPE_WITH_CUDNN}" _hs_cudnn_mode)
+if(_hs_cudnn_mode MATCHES "^(ON|YES|TRUE|Y|1)$")
+  set(_hs_cudnn_mode ON)
+elseif(_hs_cudnn_mode MATCHES "^(OFF|NO|FALSE|N|0|)$")
+  set(_hs_cudnn_mode OFF)
+elseif(NOT _hs_cudnn_mode STREQUAL "AUTO")
+  message(FATAL_ERROR "halfscope: HALFSCOPE_WITH_CUDNN must be ON, OFF or AUTO (or a CMake "
+                      "boolean), found '${HALFSCOPE_WITH_CUDNN}'")
+endif()
+if(NOT HALFSCOPE_WITH_CUDA)
+  if(_hs_cudnn_mode STREQUAL "ON")
+    message(FATAL_ERROR "halfscope: HALFSCOPE_WITH_CUDNN=ON needs HALFSCOPE_WITH_CUDA=ON")
+  endif()
+  set(_hs_cudnn_mode OFF)
+endif()
+# find_path / find_library cache their results: forget them when the root changes, or the old
+# cuDNN would stay in use.
+if(NOT "${HALFSCOPE_CUDNN_ROOT}" STREQUAL "${_HS_CUDNN_ROOT_SEARCHED}")
+  unset(HS_CUDNN_INCLUDE CACHE)
+  unset(HS_CUDNN_LIBRARY CACHE)
+  set(_HS_CUDNN_ROOT_SEARCHED "${HALFSCOPE_CUDNN_ROOT}" CACHE INTERNAL
+      "HALFSCOPE_CUDNN_ROOT of the cached cuDNN search")
+endif()
+set(HALFSCOPE_WITH_CUDNN OFF)
+if(NOT _hs_cudnn_mode STREQUAL "OFF")
+  set(_hs_cudnn_hints)
+  if(HALFSCOPE_CUDNN_ROOT)
+    list(APPEND _hs_cudnn_hints "${HALFSCOPE_CUDNN_ROOT}")
+  endif()
+  list(APPEND _hs_cudnn_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+  find_path(HS_CUDNN_INCLUDE cudnn.h HINTS ${_hs_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  # The library of the same installation as the header first: its include/'s parent.
+  set(_hs_cudnn_lib_hints ${_hs_cudnn_hints})
+  if(HS_CUDNN_INCLUDE)
+    get_filename_component(_hs_cudnn_prefix "${HS_CUDNN_INCLUDE}" DIRECTORY)
+    list(PREPEND _hs_cudnn_lib_hints "${_hs_cudnn_prefix}")
+  endif()
+  find_library(HS_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_hs_cudnn_lib_hints}
+               PATH_SUFFIXES lib lib64)
+  if(HS_CUDNN_INCLUDE AND HS_CUDNN_LIBRARY)
+    add_library(hs_dep_cudnn INTERFACE IMPORTED GLOBAL)
+    target_include_directories(hs_dep_cudnn INTERFACE ${HS_CUDNN_INCLUDE})
+    target_link_libraries(hs_dep_cudnn INTERFACE ${HS_CUDNN_LIBRARY})
+    set(HALFSCOPE_WITH_CUDNN ON)
+    message(STATUS "halfscope: cudnn found (${HS_CUDNN_LIBRARY}, headers in ${HS_CUDNN_INCLUDE})")
+  elseif(_hs_cudnn_mode STREQUAL "ON")
+    message(FATAL_ERROR "halfscope: cuDNN requested but cudnn.h / libcudnn not found "
+                        "(set HALFSCOPE_CUDNN_ROOT to the folder holding include/ and lib/)")
+  else()
+    message(STATUS "halfscope: cudnn not found; method cudnn reports Unsupported")
+  endif()
+endif()

@@ -12,6 +12,11 @@
 #   ctest-gpu.log, ctest-all.log ctest -L gpu, and the whole ctest, --output-on-failure
 #   info.json                    halfscope info --json
 #   <date>-<gpu>-ceilings.json   the ceilings in the benchmark schema (bench/README.md)
+#   <date>-<gpu>-mfilter.json    matched filtering (HALFSCOPE_BENCH_MFILTER=full|quick|off, default
+#                                full) with its PyTorch peers; mfilter-summary.md, its tables
+# Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
+# reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER pick the sweeps
+# (below); HALFSCOPE_COMMIT names the commit where the copy has no .git.
 # Exit status: 0 when everything passed; 1 when a GPU test failed (the benchmarks still run
 # first); 2 for any other failure (configure, build, other tests, benchmark).
 set -uo pipefail  # not -e: a failed step is recorded and the later steps still run
@@ -32,6 +37,15 @@ gpu_failed=0
 other_failed=0
 
 note() { echo "$*" | tee -a "$summary"; }
+
+# A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
+case "${HALFSCOPE_BENCH_MFILTER:-full}" in
+  full | quick | off) ;;
+  *)
+    note "HALFSCOPE_BENCH_MFILTER='${HALFSCOPE_BENCH_MFILTER}': expected full, quick or off"
+    exit 2
+    ;;
+esac
 
 # step NAME OUTFILE COMMAND...: runs COMMAND with stdout and stderr appended to OUTFILE and
 # records its exit status and duration in summary.txt. Returns the command's status.
@@ -74,6 +88,13 @@ cmake_args=(-S "$repo" -B "$build" -DHALFSCOPE_WITH_CUDA=ON -DHALFSCOPE_CUDA_ARC
             -DHALFSCOPE_WERROR=ON -DCMAKE_BUILD_TYPE=Release)
 command -v ninja > /dev/null && cmake_args+=(-G Ninja)
 [ -d "$repo/.deps/root/usr" ] && cmake_args+=(-DHALFSCOPE_DEPS_DIR="$repo/.deps/root")
+# cuDNN from the Python environment's nvidia-cudnn wheel when there is one (a namespace package:
+# no __file__), else what CMake finds in the toolkit or the system.
+cudnn_root="$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2> /dev/null || true)"
+if [ -n "$cudnn_root" ] && [ -d "$cudnn_root/include" ]; then
+  cmake_args+=(-DHALFSCOPE_CUDNN_ROOT="$cudnn_root")
+  export LD_LIBRARY_PATH="$cudnn_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 # A staged libcfitsio whose own dependencies (libcurl-gnutls, libbz2) are missing here cannot
 # load: build without FITS rather than have every test binary fail at start-up.
 if [ -e "$staged_lib/libcfitsio.so" ] && ldd "$staged_lib/libcfitsio.so" 2>&1 | grep -q "not found"; then
@@ -95,8 +116,13 @@ fi
 if [ -f "$build/CTestTestfile.cmake" ]; then
   (cd "$build" && step "ctest -L gpu" "$results/ctest-gpu.log" ctest -L gpu --output-on-failure --timeout 300) ||
     gpu_failed=1
-  (cd "$build" && step "ctest (all)" "$results/ctest-all.log" ctest --output-on-failure --timeout 300 -j 4) ||
-    other_failed=1
+  # HALFSCOPE_CHECK_ALL=0 skips the CPU suite (CI runs it) to leave the time to the benchmarks.
+  if [ "${HALFSCOPE_CHECK_ALL:-1}" != 0 ]; then
+    (cd "$build" && step "ctest (all)" "$results/ctest-all.log" ctest --output-on-failure --timeout 300 -j 4) ||
+      other_failed=1
+  else
+    echo "skipped (HALFSCOPE_CHECK_ALL=0)" > "$results/ctest-all.log"
+  fi
   for f in ctest-gpu.log ctest-all.log; do
     note "  $f: $(grep -E 'tests passed|No tests were found' "$results/$f" | tail -1)"
     grep -E '^\s+[0-9]+ - .*\((Failed|SEGFAULT|Timeout|Subprocess|Child|Exception|Not Run)' "$results/$f" |
@@ -113,16 +139,23 @@ if [ -x "$cli" ]; then
   step "halfscope info" "$log" sh -c "\"$cli\" info --json > \"$results/info.json\"" || other_failed=1
   slug="$(echo "${gpu_name:-cpu}" | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//')"
   json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-ceilings.json"
-  table="$(mktemp)"
-  if step "bench ceilings" "$log" sh -c "\"$cli\" bench ceilings --json \"$json\" > \"$table\""; then
-    tee -a "$summary" < "$table"
+  # HALFSCOPE_BENCH_CEILINGS=0 reuses the ceilings recorded in bench/results instead of measuring.
+  ceilings_dir="$results"
+  if [ "${HALFSCOPE_BENCH_CEILINGS:-1}" != 0 ]; then
+    table="$(mktemp)"
+    if step "bench ceilings" "$log" sh -c "\"$cli\" bench ceilings --json \"$json\" > \"$table\""; then
+      tee -a "$summary" < "$table"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+    rm -f "$table"
   else
-    other_failed=1
-    tail -5 "$log" | tee -a "$summary"
+    ceilings_dir="$repo/bench/results"
+    note "ceilings: recorded ones from bench/results (HALFSCOPE_BENCH_CEILINGS=0)"
   fi
-  rm -f "$table"
 
-  # Convolution (study 000): HALFSCOPE_BENCH_CONV=full (default) | quick | off. One JSON per
+  # Convolution (study 000): HALFSCOPE_BENCH_CONV=full (default) | 4096 | quick | off. One JSON per
   # run: the halfscope sweeps merged, then cuDNN (PyTorch) and CuPy appended on the same inputs.
   conv_level="${HALFSCOPE_BENCH_CONV:-full}"
   if [ "$conv_level" != off ]; then
@@ -133,11 +166,13 @@ if [ -x "$cli" ]; then
       local name="$1"
       shift
       step "bench conv $name" "$log" "$cli" bench conv --json "$inputs/$name.json" \
-        --export-inputs "$inputs" --image512 "$repo/data/camera.npy" --results "$results" "$@" &&
+        --export-inputs "$inputs" --image512 "$repo/data/camera.npy" --results "$ceilings_dir" "$@" &&
         parts+=("$inputs/$name.json")
     }
     if [ "$conv_level" = quick ]; then
       run_conv 512 --sizes 512 --widths 3,7,15,31,65,115 --repeats 10
+    elif [ "$conv_level" = 4096 ]; then  # the 4096^2 targets only (register, cuDNN, auto)
+      run_conv 4096 --sizes 4096 --widths 3,5,7,11,15,21,31,51,75,115 --methods register:single,register:half,register:mixed,cudnn:single,cudnn:half,cudnn:mixed,fft:single,tensor:split,auto:single,auto:split
     else
       run_conv 512 --sizes 512
       run_conv 4096 --sizes 4096 --methods naive:single,naive:mixed,register:single,register:half,register:mixed,register:bf16,fft:single,fft:mixed,fft:half,tensor:mixed,tensor:bf16,tensor:split,auto:single,auto:mixed,auto:split
@@ -153,6 +188,37 @@ if [ -x "$cli" ]; then
       other_failed=1
     fi
     rm -rf "$inputs"
+  fi
+
+  # Matched filtering (study 001): HALFSCOPE_BENCH_MFILTER=full (default) | quick | off. One JSON:
+  # halfscope's cases (a) and (b), then cuDNN conv1d and an FP16 Hankel GEMM through PyTorch
+  # appended on case (a)'s exported inputs; the real trace is the one tools/stage-deps.sh staged.
+  mf_level="${HALFSCOPE_BENCH_MFILTER:-full}"
+  if [ "$mf_level" != off ]; then
+    mf_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-mfilter.json"
+    mf_inputs="$(mktemp -d)"
+    mf_args=(--json "$mf_json" --export-inputs "$mf_inputs" --results "$ceilings_dir")
+    mf_real="$repo/.deps/root/share/halfscope/mfilter-real.npy"
+    if [ -f "$mf_real" ]; then
+      mf_args+=(--real-data "$mf_real")
+    else
+      note "bench mfilter: $mf_real not staged (tools/stage-deps.sh): no real-data errors"
+    fi
+    [ "$mf_level" = quick ] && mf_args+=(--quick --repeats 10)
+    if step "bench mfilter" "$log" "$cli" bench mfilter "${mf_args[@]}"; then
+      step "mfilter peers" "$log" python3 "$repo/bench/peers/mfilter_peers.py" --inputs "$mf_inputs" \
+        --report "$mf_json" || other_failed=1
+      if step "mfilter table" "$log" python3 "$repo/tools/perf_tables.py" mfilter "$mf_json" \
+        --out "$results/mfilter-summary.md"; then
+        tail -n 40 "$results/mfilter-summary.md" | tee -a "$summary"
+      else
+        other_failed=1
+      fi
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+    rm -rf "$mf_inputs"
   fi
 else
   other_failed=1

@@ -8,8 +8,10 @@
 # Staged: CLI11 and nlohmann-json (headers + CMake configs), the GoogleTest *sources* (package
 # googletest: tests/CMakeLists.txt builds them when no installed GTest is found; the prebuilt
 # libgtest-dev archives are deliberately not staged so the GPU machine's compiler builds its own),
-# cfitsio and libmseed (headers + shared libraries). Documentation, man pages and static archives
-# are pruned. Idempotent: every run rebuilds .deps/root from scratch and replaces it atomically.
+# cfitsio and libmseed (headers + shared libraries), and the real seismogram of
+# `halfscope bench mfilter` (share/halfscope/mfilter-real.npy: ObsPy's bundled BW.KW1 EHZ trace,
+# 936,001 samples at 100 Hz, as float32; read from ObsPy in this checkout's .venv, because the GPU
+# machine has no ObsPy). Documentation, man pages and static archives are pruned. Idempotent: every run rebuilds .deps/root from scratch and replaces it atomically.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,6 +52,34 @@ rm -rf "$work/root/usr/share/doc" "$work/root/usr/share/man" "$work/root/usr/sha
 find "$work/root" -name '*.a' -delete
 find "$work/root/usr/src/googletest" -type d \( -name docs -o -name test -o -name samples \) -prune \
   -exec rm -rf {} + 2> /dev/null || true
+
+# The matched-filtering benchmark's real data (bench/README.md): the ASCII trace that ObsPy ships
+# (one integer count per line) converted to float32 .npy, exactly (|counts| < 2^24), with a note
+# of where it came from.
+real_name="BW.KW1._.EHZ.D.2011.090_downsampled.asc.gz"
+python="$repo/.venv/bin/python"
+[ -x "$python" ] || python="$(command -v python3 || true)"
+real_src=""
+if [ -n "$python" ]; then
+  real_src="$("$python" -c "import obspy, pathlib; print(pathlib.Path(obspy.__file__).parent / 'signal/tests/data/$real_name')" 2> /dev/null || true)"
+fi
+if [ -n "$real_src" ] && [ -f "$real_src" ]; then
+  mkdir -p "$work/root/share/halfscope"
+  "$python" - "$real_src" "$work/root/share/halfscope/mfilter-real.npy" << 'PY'
+import gzip, sys
+import numpy as np
+src, dst = sys.argv[1], sys.argv[2]
+with gzip.open(src, "rt") as f:
+    counts = np.loadtxt(f, dtype=np.int64)
+if counts.ndim != 1 or counts.size != 936001 or np.abs(counts).max() >= 2**24:
+    sys.exit(f"stage-deps: {src}: expected 936001 integer counts below 2^24, found {counts.shape}")
+np.save(dst, counts.astype(np.float32))
+print(f"  staged mfilter-real.npy: {counts.size} samples, |x| <= {np.abs(counts).max()}")
+PY
+  echo "mfilter-real.npy $(sha256sum "$work/root/share/halfscope/mfilter-real.npy" | cut -d' ' -f1) from obspy/signal/tests/data/$real_name" >> "$manifest"
+else
+  echo "stage-deps: warning: ObsPy's $real_name not found (no .venv with obspy): bench mfilter will have no real-data errors" >&2
+fi
 
 rm -rf "$stage.old"
 [ -d "$stage" ] && mv "$stage" "$stage.old"

@@ -46,6 +46,8 @@ void register_demo(CLI::App& app, Globals& g);
 void register_conv(CLI::App& app, Globals& g);
 void register_bench_conv(CLI::App& bench, Globals& g);
 void register_simulate(CLI::App& app, Globals& g);
+void register_mfilter(CLI::App& app, Globals& g);
+void register_bench_mfilter(CLI::App& bench, Globals& g);
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
 /// format has no such type (FITS; BF16 in .npy), with a note on stderr.

@@ -115,6 +115,7 @@ void register_bench(CLI::App& app, Globals& g) {
       ->check(CLI::Range(std::int64_t{64}, std::int64_t{32768}));
   ceilings->callback([args, &g] { run_ceilings(*args, g); });
   register_bench_conv(*bench, g);
+  register_bench_mfilter(*bench, g);
 }
 
 }  // namespace halfscope::cli

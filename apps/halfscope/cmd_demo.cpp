@@ -26,6 +26,7 @@ struct DemoOptions {
   std::string out_dir = "demo";
   std::string results_dir = "bench/results";
   std::string camera = "data/camera.npy";
+  std::string seismic = "tests/data/seismic/example.npy";
   bool skip_measure = false;
 };
 
@@ -68,6 +69,7 @@ void run_demo(const Globals& g, const DemoOptions& o) {
   }
   page.recorded = recorded_ceilings(o.results_dir);
   page.conv_section = demo_conv_section(g, o.camera, o.results_dir, !o.skip_measure);
+  page.mfilter_section = demo_mfilter_section(g, o.seismic, o.results_dir, !o.skip_measure);
   page.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (page.cpu_ceilings) page.cpu_ceilings->write(dir / "ceilings-cpu.json");
@@ -93,10 +95,15 @@ void run_demo(const Globals& g, const DemoOptions& o) {
 
 void register_demo(CLI::App& app, Globals& g) {
   auto o = std::make_shared<DemoOptions>();
-  auto* cmd = app.add_subcommand("demo", "run the studies on built-in data and write DIR/index.html");
-  cmd->add_option("-o,--output", o->out_dir, "folder for index.html and its files")->capture_default_str();
-  cmd->add_option("--results", o->results_dir, "folder of recorded benchmark results")->capture_default_str();
+  auto* cmd =
+      app.add_subcommand("demo", "run the studies on built-in data and write DIR/index.html");
+  cmd->add_option("-o,--output", o->out_dir, "folder for index.html and its files")
+      ->capture_default_str();
+  cmd->add_option("--results", o->results_dir, "folder of recorded benchmark results")
+      ->capture_default_str();
   cmd->add_option("--camera", o->camera, "the study's test image (.npy)")->capture_default_str();
+  cmd->add_option("--seismic", o->seismic, "real seismic data for matched filtering (.npy (C,L))")
+      ->capture_default_str();
   cmd->add_flag("--no-measure", o->skip_measure, "skip measuring the ceilings (faster)");
   cmd->callback([&g, o] { run_demo(g, *o); });
 }

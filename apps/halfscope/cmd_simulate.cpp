@@ -1,14 +1,114 @@
 // `halfscope simulate ...`: the studies' synthetic inputs.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/file.hpp"
+#include "halfscope/io/mseed.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/io/waveform.hpp"
 #include "halfscope/sim/kernels.hpp"
+#include "halfscope/sim/seismic.hpp"
 
 namespace halfscope::cli {
 
+namespace {
+
+struct SeismicCliOptions {
+  sim::SeismicSimOptions sim;
+  std::string start = "2010-01-01T00:00:00Z", normalize = "short", output;
+  bool mseed = false;
+};
+
+// Station codes S0000, S0001, ...: channel ids sort in channel order, so reading data.mseed back
+// gives the channels of data.npy in the same order.
+io::Waveforms as_waveforms(const sim::SeismicSimulation& s, const sim::SeismicSimOptions& o) {
+  io::Waveforms w;
+  for (std::int64_t c = 0; c < s.data.dim(0); ++c) {
+    io::Trace t;
+    char station[8];
+    std::snprintf(station, sizeof station, "S%04lld", static_cast<long long>(c % 10000));
+    t.network = "XX";
+    t.station = station;
+    t.channel = "HHZ";
+    t.start_ns = o.start_ns;
+    t.sample_rate = o.sample_rate;
+    t.data = s.data.select(0, c).contiguous();
+    w.traces.push_back(std::move(t));
+  }
+  return w;
+}
+
+std::string events_csv(const sim::SeismicSimulation& s, const sim::SeismicSimOptions& o) {
+  std::ostringstream csv;
+  csv << "template,sample,time,cc,cc_sum\n";
+  char line[160];
+  for (const sim::PlantedEvent& e : s.events) {
+    const auto ns = o.start_ns + std::llround(static_cast<long double>(e.sample) * 1e9L /
+                                              static_cast<long double>(o.sample_rate));
+    std::snprintf(line, sizeof line, "%lld,%lld,%s,%.17g,%.17g\n",
+                  static_cast<long long>(e.template_index), static_cast<long long>(e.sample),
+                  io::format_iso8601(ns, 6).c_str(), e.cc, e.expected_cc_sum);
+    csv << line;
+  }
+  return csv.str();
+}
+
+// The files of one data set must never mix two runs: everything that can fail on the inputs
+// (option checks, the simulation, MiniSEED encoding, which throws Unsupported without libmseed)
+// runs before the folder is touched; then every file is written under a temporary name and only
+// when all of them are complete are they renamed into place.
+void run_simulate_seismic(const Globals& g, SeismicCliOptions c) {
+  namespace fs = std::filesystem;
+  c.sim.start_ns = io::parse_iso8601(c.start);
+  c.sim.normalize = parse_mf_normalize(c.normalize);
+  if (c.mseed && c.sim.channels > 10000)
+    throw InvalidInput("simulate seismic --mseed: " + std::to_string(c.sim.channels) +
+                       " channels: expected at most 10000 (5-character station codes)");
+  const sim::SeismicSimulation s = sim::simulate_seismic(c.sim);
+  std::vector<std::pair<std::string, std::vector<std::byte>>> files;
+  files.emplace_back("data.npy", io::serialize_npy(s.data));
+  files.emplace_back("templates.npy", io::serialize_npy(s.templates));
+  files.emplace_back("moveouts.npy", io::serialize_npy(s.moveouts));
+  files.emplace_back("weights.npy", io::serialize_npy(s.weights));
+  if (c.mseed) files.emplace_back("data.mseed", io::serialize_mseed(as_waveforms(s, c.sim)));
+  const std::string csv = events_csv(s, c.sim);
+  files.emplace_back(
+      "events.csv",
+      std::vector<std::byte>(reinterpret_cast<const std::byte*>(csv.data()),
+                             reinterpret_cast<const std::byte*>(csv.data()) + csv.size()));
+
+  const fs::path dir(c.output);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError(c.output + ": cannot create the output folder: " + ec.message());
+  // Every target is checked before any is written (a target that is a folder fails here).
+  for (const auto& [name, bytes] : files) io::check_output_path(dir / name);
+  std::vector<std::unique_ptr<io::AtomicOutput>> outputs;
+  for (const auto& [name, bytes] : files) {
+    outputs.push_back(std::make_unique<io::AtomicOutput>(dir / name));
+    outputs.back()->write(bytes);
+  }
+  for (const auto& out : outputs) out->commit();
+  if (!c.mseed && fs::exists(dir / "data.mseed", ec))
+    warn(c.output + "/data.mseed is from an earlier run (no --mseed now): it is not this data set");
+  info(g, "simulate seismic: " + std::to_string(s.events.size()) + " events planted; wrote " +
+              c.output + "/{data,templates,moveouts,weights}.npy" +
+              (c.mseed ? ", data.mseed" : "") + " and events.csv");
+}
+
+}  // namespace
+
 void register_simulate(CLI::App& app, Globals& g) {
-  auto* sim = app.add_subcommand("simulate", "make synthetic inputs (kernels, images)");
+  auto* sim =
+      app.add_subcommand("simulate", "make synthetic inputs (kernels, images, seismic data)");
   sim->require_subcommand(1);
 
   struct KernelOptions {
@@ -49,6 +149,34 @@ void register_simulate(CLI::App& app, Globals& g) {
     write_array(g, im->output, a.astype(parse_dtype(im->dtype)),
                 "halfscope " HALFSCOPE_VERSION " random image");
   });
+
+  auto se = std::make_shared<SeismicCliOptions>();
+  auto* ss = sim->add_subcommand(
+      "seismic", "noise with templates planted at known times and CC (matched-filter truth)");
+  ss->add_option("-o,--output", se->output,
+                 "folder for data.npy, templates.npy, moveouts.npy, weights.npy, events.csv")
+      ->required();
+  ss->add_option("--channels", se->sim.channels)->capture_default_str();
+  ss->add_option("--samples", se->sim.samples, "samples per channel")->capture_default_str();
+  ss->add_option("--templates", se->sim.templates)->capture_default_str();
+  ss->add_option("--template-length", se->sim.template_length)->capture_default_str();
+  ss->add_option("--events", se->sim.events_per_template, "events per template")
+      ->capture_default_str();
+  ss->add_option("--cc", se->sim.event_cc, "CC of the planted events, used in turn (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  ss->add_option("--colour", se->sim.noise_colour, "AR(1) coefficient of the noise, 0 = white")
+      ->capture_default_str();
+  ss->add_option("--max-moveout", se->sim.max_moveout, "largest per-channel moveout (samples)")
+      ->capture_default_str();
+  ss->add_option("--sample-rate", se->sim.sample_rate, "Hz")->capture_default_str();
+  ss->add_option("--start", se->start, "time of the first sample (ISO-8601 UTC)")
+      ->capture_default_str();
+  ss->add_option("--normalize", se->normalize, "the normalization whose CC is planted exactly")
+      ->capture_default_str();
+  ss->add_option("--seed", se->sim.seed)->capture_default_str();
+  ss->add_flag("--mseed", se->mseed, "also write data.mseed (float64 traces XX.Snnnn..HHZ)");
+  ss->callback([&g, se] { run_simulate_seismic(g, *se); });
 }
 
 }  // namespace halfscope::cli

@@ -10,11 +10,20 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -32,9 +41,9 @@ std::string num(double v, int digits = 1) {
 void ceilings_row(std::ostringstream& h, const bench::BenchReport& r, const std::string& when) {
   const auto& c = r.ceilings;
   h << "<tr><td>" << html_escape(r.device.name) << "</td><td>" << html_escape(when) << "</td><td>"
-    << num(c.copy_GBps) << "</td><td>" << num(c.fp64_TFLOPs, 2) << "</td><td>" << num(c.fp32_TFLOPs, 2)
-    << "</td><td>" << num(c.tf32_TFLOPs, 1) << "</td><td>" << num(c.fp16_TFLOPs, 1) << "</td><td>"
-    << num(c.bf16_TFLOPs, 1) << "</td></tr>\n";
+    << num(c.copy_GBps) << "</td><td>" << num(c.fp64_TFLOPs, 2) << "</td><td>"
+    << num(c.fp32_TFLOPs, 2) << "</td><td>" << num(c.tf32_TFLOPs, 1) << "</td><td>"
+    << num(c.fp16_TFLOPs, 1) << "</td><td>" << num(c.bf16_TFLOPs, 1) << "</td></tr>\n";
 }
 
 void study_section(std::ostringstream& h, const char* id, const char* title, const char* paper,
@@ -47,7 +56,8 @@ void study_section(std::ostringstream& h, const char* id, const char* title, con
 
 std::string render_demo_page(const DemoPage& p) {
   std::ostringstream h;
-  h << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>halfscope demo</title>\n"
+  h << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>halfscope "
+       "demo</title>\n"
        "<style>body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;"
        "color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
        "padding:.3em .6em;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child"
@@ -66,14 +76,16 @@ std::string render_demo_page(const DemoPage& p) {
   h << "<tr><th>build</th><td>" << html_escape(p.build.build_type) << ", "
     << html_escape(p.build.cxx_compiler);
   if (!p.build.cuda_compiler.empty())
-    h << ", " << html_escape(p.build.cuda_compiler) << " for sm_" << html_escape(p.build.cuda_archs);
+    h << ", " << html_escape(p.build.cuda_compiler) << " for sm_"
+      << html_escape(p.build.cuda_archs);
   h << "</td></tr>\n<tr><th>CUDA</th><td>" << html_escape(p.devices.status) << "</td></tr>\n";
   for (const auto& d : p.devices.devices)
     h << "<tr><th>device " << d.index << "</th><td>" << html_escape(d.name) << ", cc "
       << d.compute_capability() << ", " << d.multiprocessors << " SMs, "
       << d.memory_bytes / (1LL << 20) << " MiB</td></tr>\n";
   if (p.devices.devices.empty())
-    h << "<tr><th>devices</th><td>no GPU on this machine: the CPU backend runs everything</td></tr>\n";
+    h << "<tr><th>devices</th><td>no GPU on this machine: the CPU backend runs "
+         "everything</td></tr>\n";
   h << "</table></section>\n";
 
   h << "<section id=\"ceilings\"><h2>Ceilings</h2><p>Copy bandwidth counts bytes read plus bytes "
@@ -82,7 +94,8 @@ std::string render_demo_page(const DemoPage& p) {
        "</th><th>FP32</th><th>TF32</th><th>FP16</th><th>BF16</th></tr>\n";
   if (p.cpu_ceilings) ceilings_row(h, *p.cpu_ceilings, "now (quick sizes)");
   if (p.gpu_ceilings) ceilings_row(h, *p.gpu_ceilings, "now (quick sizes)");
-  for (const auto& r : p.recorded) ceilings_row(h, r, r.date + " (recorded, commit " + r.commit + ")");
+  for (const auto& r : p.recorded)
+    ceilings_row(h, r, r.date + " (recorded, commit " + r.commit + ")");
   h << "</table>\n";
   if (!p.gpu_ceilings)
     h << "<p>No GPU is present here, so no GPU ceilings were measured in this run; the rows "
@@ -91,16 +104,13 @@ std::string render_demo_page(const DemoPage& p) {
   h << "</section>\n";
 
   h << p.conv_section;
-  study_section(h, "mfilter", "Matched filtering (study 001)",
-                "Yamaguchi, Ichimura, Fujita, Kato, Nakagawa, IEEE SPL 2019",
-                "Normalized cross-correlation of seismic templates against continuous data on tensor "
-                "cores, network stacking and detection.",
-                "Not built yet: arrives with the matched-filtering issue.");
-  study_section(h, "ao", "Tomographic reconstructor (study 002)",
-                "Doucet, Ltaief, Gratadour, Keyes, IA3 / SC19",
-                "Covariance of wavefront-sensor slopes, R = Ctm Cmm<sup>-1</sup> by a mixed-precision "
-                "tile Cholesky, Strehl ratio.",
-                "Not built yet: arrives with the adaptive-optics and Cholesky issues.");
+  h << p.mfilter_section;
+  study_section(
+      h, "ao", "Tomographic reconstructor (study 002)",
+      "Doucet, Ltaief, Gratadour, Keyes, IA3 / SC19",
+      "Covariance of wavefront-sensor slopes, R = Ctm Cmm<sup>-1</sup> by a mixed-precision "
+      "tile Cholesky, Strehl ratio.",
+      "Not built yet: arrives with the adaptive-optics and Cholesky issues.");
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", p.seconds);
   h << "<footer><p>Made by <code>halfscope demo</code> in " << secs << " s.</p></footer>\n"

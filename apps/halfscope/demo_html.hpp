@@ -19,7 +19,8 @@ struct DemoPage {
   std::optional<bench::BenchReport> cpu_ceilings;  // measured in this run
   std::optional<bench::BenchReport> gpu_ceilings;  // measured in this run, when a GPU is present
   std::vector<bench::BenchReport> recorded;        // bench/results/*ceilings*.json
-  std::string conv_section;  // HTML, made by demo_conv_section
+  std::string conv_section;                        // HTML, made by demo_conv_section
+  std::string mfilter_section;                     // HTML, made by demo_mfilter_section
   double seconds = 0;
 };
 
@@ -32,5 +33,9 @@ struct Globals;
 /// The convolution section: a CPU sweep measured now (when `measure`) and the recorded GPU runs.
 std::string demo_conv_section(const Globals& g, const std::filesystem::path& camera,
                               const std::filesystem::path& results, bool measure);
+/// The matched-filtering section: Table I at demo size on the CPU (when `measure`; real data
+/// from `example`, the ObsPy fixture), the recorded GPU runs, and a detection on synthetic data.
+std::string demo_mfilter_section(const Globals& g, const std::filesystem::path& example,
+                                 const std::filesystem::path& results, bool measure);
 
 }  // namespace halfscope::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   cli::register_info(app, globals);
   cli::register_convert(app, globals);
   cli::register_conv(app, globals);
+  cli::register_mfilter(app, globals);
   cli::register_simulate(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);

@@ -47,6 +47,14 @@ struct ConvOptions {
   /// remember the fastest (FFTW-style planning). Off, or with HALFSCOPE_CONV_MEASURE=0 in the
   /// environment, a documented heuristic chooses instead (conv_heuristic_method).
   bool plan_by_measuring = true;
+  /// For GPU calls with a device output in half, mixed or bf16 (naive, register, tensor): off
+  /// (the default), the FP16 / BF16 output-overflow check completes before the call returns, as
+  /// for host outputs. On, the call returns once its work is enqueued and the check runs later
+  /// (see convolve2d_into): for iterative solvers and benchmarks that check once per iteration
+  /// with conv_check_overflow(). A deferred overflow is reported only by a later call on the same
+  /// thread or by conv_check_overflow(); one still pending when the thread exits is lost (a
+  /// destructor cannot throw), so a caller that defers must call conv_check_overflow().
+  bool defer_overflow_check = false;
 };
 
 /// Output extent (rows, cols) of a convolution of an (r x c) image with a (kr x kc) kernel.
@@ -65,8 +73,21 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& opt
 /// the storage dtype: the form benchmarks and iterative solvers use). GPU work is enqueued on the
 /// default stream and ordered with later work on it; results are complete when the call returns
 /// for host outputs.
+///
+/// FP16 / BF16 overflow: an overflowed output pixel is a NumericalError before the call returns,
+/// unless `options.defer_overflow_check` is set and the output is on the device. Then the naive,
+/// register and tensor methods return before their result is checked, so that back-to-back calls
+/// run at the kernels' speed; the NumericalError (naming the method and saying it comes from an
+/// earlier call) is thrown by a later convolve2d / convolve2d_into call on the same thread, or
+/// by conv_check_overflow(), which the caller must call before relying on the device result.
 void convolve2d_into(const Array& image, const Array& kernel, Array& out,
                      const ConvOptions& options = {});
+
+/// Waits for this thread's GPU convolutions whose FP16 / BF16 overflow check was deferred
+/// (ConvOptions::defer_overflow_check with a device output, see convolve2d_into) and throws
+/// NumericalError for the first that overflowed. Returns at once when none is pending (and always
+/// in CPU-only builds).
+void conv_check_overflow();
 
 /// The method a call with these arguments runs: `options.method`, or what Auto chooses (planning
 /// by measurement on the first call of a shape when enabled). Validates like convolve2d.

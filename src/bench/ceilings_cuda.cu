@@ -15,6 +15,7 @@
 
 #include "halfscope/bench/ceilings.hpp"
 #include "halfscope/core/array.hpp"
+#include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/half.hpp"
 
@@ -175,19 +176,7 @@ std::vector<BenchCase> copy_cases(const Gpu& g, const CeilingsOptions& o) {
   return cases;
 }
 
-class CublasHandle {
- public:
-  CublasHandle() { HS_CUBLAS_CHECK(cublasCreate(&h_)); }
-  ~CublasHandle() {
-    if (h_) (void)cublasDestroy(h_);
-  }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  [[nodiscard]] cublasHandle_t get() const noexcept { return h_; }
-
- private:
-  cublasHandle_t h_ = nullptr;
-};
+using cuda::CublasHandle;
 
 enum class Elem { f32, f64, f16, bf16 };
 

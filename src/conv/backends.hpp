@@ -19,7 +19,8 @@ namespace halfscope::conv {
 
 // CPU (host arrays). Direct: OpenMP over output rows, vectorizable inner loops; `Half` arithmetic
 // is emulated with every operation rounded. FFT: FFTW (double, single; half/mixed/bf16 as below).
-void direct_cpu(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out);
+void direct_cpu(const Geometry& g, Precision p, const Array& image, const Array& kernel,
+                Array& out);
 void fft_cpu(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out);
 
 #if HALFSCOPE_WITH_CUDA
@@ -34,6 +35,11 @@ void gemm_cuda(const Geometry& g, Precision p, const Array& image, const Array& 
                cudaStream_t stream);
 void tensor_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel,
                  Array& out, cudaStream_t stream);
+#if HALFSCOPE_WITH_CUDNN
+// cuDNN (cudnn_cuda.cu): single, half, mixed; builds with cuDNN found at configure time only.
+void cudnn_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out,
+                cudaStream_t stream);
+#endif
 #endif
 
 }  // namespace halfscope::conv

@@ -8,29 +8,18 @@
 #include <string>
 
 #include "conv/backends.hpp"
+#include "conv/overflow_check.hpp"
 #include "conv/planner.hpp"
+#include "core/name_table.hpp"
+#include "halfscope/config.hpp"
 #include "halfscope/core/convert.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope {
 
 namespace {
-template <class E, std::size_t N>
-E parse_name(std::string_view text, const std::array<std::pair<std::string_view, E>, N>& names,
-             const char* what) {
-  for (const auto& [name, value] : names)
-    if (text == name) return value;
-  std::string valid;
-  for (const auto& [name, value] : names) valid += std::string(valid.empty() ? "" : ", ") += name;
-  throw InvalidInput("unknown " + std::string(what) + " '" + std::string(text) +
-                     "': expected one of " + valid);
-}
-template <class E, std::size_t N>
-std::string_view name_of(E e, const std::array<std::pair<std::string_view, E>, N>& names) {
-  for (const auto& [name, value] : names)
-    if (e == value) return name;
-  return "unknown";
-}
+using detail::name_of;
+using detail::parse_name;
 
 constexpr std::array<std::pair<std::string_view, ConvMode>, 3> kModes{
     {{"full", ConvMode::Full}, {"same", ConvMode::Same}, {"valid", ConvMode::Valid}}};
@@ -115,7 +104,9 @@ std::vector<Precision> conv_supported_precisions(ConvMethod method, DeviceKind d
     case ConvMethod::Tensor:
       return gpu ? std::vector<P>{P::Mixed, P::BF16, P::Split} : std::vector<P>{};
     case ConvMethod::Cudnn:
-      return {};  // not built in this version (HALFSCOPE_WITH_CUDNN)
+      // Only where cuDNN was found at configure time (HALFSCOPE_WITH_CUDNN).
+      return gpu && HALFSCOPE_WITH_CUDNN ? std::vector<P>{P::Single, P::Half, P::Mixed}
+                                         : std::vector<P>{};
   }
   return {};
 }
@@ -125,9 +116,10 @@ namespace {
 void check_supported(ConvMethod m, Precision p, DeviceKind d) {
   const auto ps = conv_supported_precisions(m, d);
   const std::string where = d == DeviceKind::Cuda ? "on the GPU" : "on the CPU";
-  if (m == ConvMethod::Cudnn)
+  if (m == ConvMethod::Cudnn && !HALFSCOPE_WITH_CUDNN)
     throw Unsupported(
-        "convolve2d: method cudnn is not built (configure with HALFSCOPE_WITH_CUDNN)");
+        "convolve2d: method cudnn is not built: this halfscope was configured without cuDNN "
+        "(HALFSCOPE_WITH_CUDNN; set HALFSCOPE_CUDNN_ROOT to cuDNN's folder)");
   if (ps.empty())
     throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) + " does not run " +
                       where);
@@ -253,6 +245,10 @@ Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) 
 
 }  // namespace
 
+void conv_check_overflow() {
+  conv::wait_deferred_overflow();
+}
+
 void convolve2d_into(const Array& image, const Array& kernel, Array& out, const ConvOptions& o) {
   Prepared w = prepare(image, kernel, o);
   const Shape want{w.g.out_rows, w.g.out_cols};
@@ -263,7 +259,13 @@ void convolve2d_into(const Array& image, const Array& kernel, Array& out, const 
                        std::string(dtype_name(storage_dtype(o.precision))) + shape_to_string(want) +
                        " " + std::string(memory_name(mem)) + " array, found " +
                        (out.empty() ? std::string("an empty array") : out.describe()));
+  // A device output may leave the FP16 overflow check for later when the caller opts in
+  // (overflow_check.hpp); otherwise the check completes before this call returns.
+  const conv::OverflowDeferralScope defer(out.on_device() && o.defer_overflow_check);
   conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
+  // Earlier deferred calls of this thread that have finished, checked without waiting; after the
+  // launch, so this host work overlaps the GPU's.
+  conv::poll_deferred_overflow();
 }
 
 ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
@@ -274,8 +276,15 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) 
   Prepared w = prepare(image, kernel, o);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array out(storage_dtype(o.precision), {w.g.out_rows, w.g.out_cols}, mem);
-  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
   const bool device_input = image.on_device() || kernel.on_device();
+  {
+    // The result stays on the device only for device inputs: only then may the check wait, and
+    // only when the caller opted in.
+    const conv::OverflowDeferralScope defer(mem == Memory::device && device_input &&
+                                            o.defer_overflow_check);
+    conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
+  }
+  conv::poll_deferred_overflow();
   return mem == Memory::device && !device_input ? out.to(Memory::host) : out;
 }
 

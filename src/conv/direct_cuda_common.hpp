@@ -1,6 +1,7 @@
-// Host helpers shared by the direct GPU convolutions (naive_cuda.cu, register_cuda*.cu): argument
-// checks, the FP16/BF16 overflow counter, and the lock that keeps a __constant__ kernel upload
-// from racing a launch on another stream. Include only from .cu files (CUDA builds).
+// Host helpers shared by the direct GPU convolutions (naive_cuda.cu, register_cuda*.cu): the
+// argument check, launch sizing, cached device limits, and the lock that keeps a __constant__
+// kernel upload from racing a launch on another stream (the FP16/BF16 overflow check is
+// overflow_check.hpp's). Include only from .cu files (CUDA builds).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conv/cuda_backend_util.hpp"
 #include "conv/geometry.hpp"
 #include "conv/kernels/direct_common.cuh"
 #include "halfscope/core/array.hpp"
@@ -23,42 +25,15 @@
 
 namespace halfscope::conv::detail {
 
-/// Checks what dispatch promises (backends.hpp): a supported precision, device arrays of the
-/// storage dtype, C-contiguous, shaped as the geometry says. Throws Unsupported / InvalidInput.
+/// check_gpu_call (cuda_backend_util.hpp), plus the direct kernels' own limit: kernel extents
+/// fit the kernels' 32-bit tap loops.
 inline void check_direct_call(std::string_view method, const Geometry& g, Precision p,
                               const Array& image, const Array& kernel, const Array& out,
                               std::span<const Precision> supported) {
-  const std::string m(method);
-  if (std::find(supported.begin(), supported.end(), p) == supported.end())
-    throw Unsupported(m + ": precision " + std::string(precision_name(p)) +
-                      " is not supported; supported: " + precision_list(supported));
-  if (g.rows < 1 || g.cols < 1 || g.krows < 1 || g.kcols < 1 || g.out_rows < 0 || g.out_cols < 0)
-    throw InvalidInput(m + ": empty image or kernel, or negative output extent");
+  check_gpu_call(method, g, p, image, kernel, out, supported);
   if (g.krows > INT_MAX / 2 || g.kcols > INT_MAX / 2)
-    throw Unsupported(m + ": kernel extent above 2^30 (" + std::to_string(g.krows) + " x " +
-                      std::to_string(g.kcols) + ")");
-  const DType want = storage_dtype(p);
-  const struct {
-    const Array* a;
-    const char* name;
-    std::int64_t r, c;
-  } args[] = {{&image, "image", g.rows, g.cols},
-              {&kernel, "kernel", g.krows, g.kcols},
-              {&out, "output", g.out_rows, g.out_cols}};
-  for (const auto& x : args) {
-    if (x.a->empty() && !(x.a == &out && g.out_rows * g.out_cols == 0))
-      throw InvalidInput(m + ": " + x.name + " array is empty");
-    if (x.a->empty()) continue;
-    if (x.a->dtype() != want)
-      throw InvalidInput(m + ": " + x.name + " is " + x.a->describe() + ", precision " +
-                         std::string(precision_name(p)) + " stores " +
-                         std::string(dtype_name(want)));
-    if (!x.a->on_device())
-      throw InvalidInput(m + ": " + x.name + " must be in device memory, got " + x.a->describe());
-    if (x.a->ndim() != 2 || x.a->dim(0) != x.r || x.a->dim(1) != x.c || !x.a->is_c_contiguous())
-      throw InvalidInput(m + ": " + x.name + " must be a C-contiguous " + std::to_string(x.r) +
-                         " x " + std::to_string(x.c) + " array, got " + x.a->describe());
-  }
+    throw Unsupported(std::string(method) + ": kernel extent above 2^30 (" +
+                      std::to_string(g.krows) + " x " + std::to_string(g.kcols) + ")");
 }
 
 /// The kernel arguments of a call (pointers and geometry; the overflow counter is set later).
@@ -98,62 +73,36 @@ inline unsigned grid_y(std::int64_t blocks) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65535));
 }
 
-/// Multiprocessors and opt-in shared memory per block of the current device.
+/// Multiprocessors and opt-in shared memory per block of a device.
 struct DeviceLimits {
   int sms = 0;
   int smem_optin = 0;
 };
+/// The current device's limits, queried once per device and thread (attribute queries are cheap
+/// but not free, and a call's host time before its launch is GPU idle time on an empty stream).
 inline DeviceLimits current_device_limits() {
+  thread_local std::vector<DeviceLimits> cache;
   int dev = 0;
-  DeviceLimits d;
   HS_CUDA_CHECK(cudaGetDevice(&dev));
-  HS_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
-  HS_CUDA_CHECK(
-      cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (cache.size() <= static_cast<std::size_t>(dev))
+    cache.resize(static_cast<std::size_t>(dev) + 1);
+  DeviceLimits& d = cache[static_cast<std::size_t>(dev)];
+  if (d.sms == 0) {
+    HS_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+    HS_CUDA_CHECK(
+        cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  }
   return d;
 }
-
-/// Device count of outputs that became inf/NaN from finite inputs (FP16/BF16 storage), allocated
-/// and zeroed on the stream; `check` waits for the stream and throws NumericalError if any. The
-/// wait is the price of never returning an overflowed result silently (a few microseconds).
-class OverflowCounter {
- public:
-  explicit OverflowCounter(cudaStream_t s) : stream_(s) {
-    HS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), sizeof(unsigned int), s));
-    HS_CUDA_CHECK(cudaMemsetAsync(ptr_, 0, sizeof(unsigned int), s));
-  }
-  ~OverflowCounter() {
-    if (cudaFreeAsync(ptr_, stream_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  OverflowCounter(const OverflowCounter&) = delete;
-  OverflowCounter& operator=(const OverflowCounter&) = delete;
-  [[nodiscard]] unsigned int* get() const noexcept { return ptr_; }
-
-  void check(std::string_view method, Precision p, std::int64_t outputs) const {
-    unsigned int n = 0;
-    HS_CUDA_CHECK(cudaMemcpyAsync(&n, ptr_, sizeof n, cudaMemcpyDeviceToHost, stream_));
-    HS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (n == 0) return;
-    const bool bf16 = p == Precision::BF16;
-    throw NumericalError(std::string(method) + ": " + std::to_string(n) + " of " +
-                         std::to_string(outputs) + " output pixels overflowed " +
-                         (bf16 ? "BF16" : "FP16 (largest finite 65504)") +
-                         " although every input they read is finite; scale the image or the "
-                         "kernel down" +
-                         (p == Precision::Half ? ", or use precision mixed" : ""));
-  }
-
- private:
-  cudaStream_t stream_;
-  unsigned int* ptr_ = nullptr;
-};
 
 /// Serialises the use of a __constant__ kernel buffer across streams: the constructor takes a
 /// process-wide mutex and makes `stream` wait for the event recorded by the previous holder on
 /// this device (whose launch may still be reading the buffer); `release()` records this caller's
-/// event after its launch. Calls on one stream are ordered anyway; this only matters when two
-/// streams convolve concurrently. The events live for the whole process on purpose (destroying
-/// them after the runtime has shut down at exit would fail).
+/// event after its launch. Calls on one stream are ordered anyway; the wait only matters when two
+/// streams convolve concurrently. It is not skipped for a repeated stream handle: a destroyed
+/// stream's handle value may come back for a new stream while the old one's work still runs.
+/// The lock also guards the device's tap staging buffer (staging()). The events and buffers live
+/// for the whole process on purpose (freeing them after the runtime has shut down at exit fails).
 class ConstantMemoryLock {
  public:
   explicit ConstantMemoryLock(cudaStream_t stream) : lock_(mutex()), stream_(stream) {
@@ -184,10 +133,19 @@ class ConstantMemoryLock {
     lock_.unlock();
   }
 
+  /// This device's staging buffer of `capacity` bytes (the same capacity on every call: the
+  /// size of the __constant__ buffer) for taps prepared on the device before their upload.
+  [[nodiscard]] void* staging(std::int64_t capacity) {
+    Slot& s = device_slots()[device_];
+    if (!s.staging) HS_CUDA_CHECK(cudaMalloc(&s.staging, static_cast<std::size_t>(capacity)));
+    return s.staging;
+  }
+
  private:
   struct Slot {
     cudaEvent_t event = nullptr;
     bool used = false;
+    void* staging = nullptr;
   };
   static std::mutex& mutex() {
     static std::mutex m;

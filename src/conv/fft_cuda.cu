@@ -45,6 +45,7 @@
 #include "conv/fft_plan_cache_cuda.hpp"
 #include "conv/kernels/fft.cuh"
 #include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::conv {
@@ -53,9 +54,9 @@ namespace {
 
 using namespace gpufft;
 
-using fftgemm_util::aligned;
-using fftgemm_util::grid_blocks;
-using fftgemm_util::StreamScratch;
+using cuda::aligned;
+using cuda::grid_blocks;
+using cuda::StreamScratch;
 using tuning::kFftBlocksPerSm;
 using tuning::kFftThreads;
 
@@ -161,7 +162,7 @@ void run_fft(const Geometry& g, Precision p, const Array& image, const Array& ke
   StreamScratch grid(points * static_cast<std::int64_t>(sizeof(R)), s);
   StreamScratch spectrum(spectrum_elems * static_cast<std::int64_t>(sizeof(C)), s);
   StreamScratch box(sizeof(Mailbox), s);
-  auto* host = static_cast<Mailbox*>(fftgemm_util::pinned_mailbox());
+  auto* host = static_cast<Mailbox*>(cuda::pinned_mailbox());
   auto* dbox = box.as<Mailbox>();
   HS_CUDA_CHECK(cudaMemsetAsync(dbox, 0, sizeof(Mailbox), s));
 
@@ -285,7 +286,7 @@ void fft_cuda(const Geometry& g, Precision p, const Array& image, const Array& k
       throw Unsupported("fft (cuda) supports precisions double, single, half, mixed, bf16; not " +
                         std::string(precision_name(p)));
   }
-  fftgemm_util::check_arrays("fft (cuda)", g, p, image, kernel, out);
+  check_gpu_call("fft (cuda)", g, p, image, kernel, out);
   switch (p) {
     case Precision::Double:
       return run_fft<FftDouble>(g, p, image, kernel, out, stream);

@@ -25,16 +25,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <list>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include "conv/backends.hpp"
 #include "conv/cuda_backend_util.hpp"
 #include "conv/kernels/gemm_tuning.hpp"
 #include "conv/kernels/im2col.cuh"
+#include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::conv {
@@ -42,77 +41,6 @@ namespace halfscope::conv {
 namespace {
 
 std::atomic<std::int64_t> g_patch_budget{tuning::kGemmPatchBudgetBytes};
-
-/// One cuBLAS handle (RAII), FP32 math by default (TF32 only where the compute type asks).
-class CublasHandle {
- public:
-  CublasHandle() {
-    HS_CUBLAS_CHECK(cublasCreate(&handle_));
-    HS_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
-  }
-  ~CublasHandle() { (void)cublasDestroy(handle_); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  [[nodiscard]] cublasHandle_t get() const noexcept { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
-
-struct IdleHandle {
-  int device;
-  std::unique_ptr<CublasHandle> handle;
-};
-
-struct HandlePool {
-  std::mutex mutex;
-  std::list<IdleHandle> idle;
-};
-
-// Never destroyed: destroying cuBLAS handles from a static destructor races the CUDA runtime's
-// own teardown at exit.
-HandlePool& pool() {
-  static HandlePool* p = new HandlePool;
-  return *p;
-}
-
-/// A handle of the current device leased for one call and bound to its stream; a handle is never
-/// used by two threads at once. The destructor synchronises the stream before giving it back.
-class HandleLease {
- public:
-  explicit HandleLease(cudaStream_t stream) : stream_(stream) {
-    HS_CUDA_CHECK(cudaGetDevice(&device_));
-    {
-      std::lock_guard lock(pool().mutex);
-      auto& idle = pool().idle;
-      const auto it = std::find_if(idle.begin(), idle.end(),
-                                   [&](const IdleHandle& h) { return h.device == device_; });
-      if (it != idle.end()) {
-        handle_ = std::move(it->handle);
-        idle.erase(it);
-      }
-    }
-    if (!handle_) handle_ = std::make_unique<CublasHandle>();
-    HS_CUBLAS_CHECK(cublasSetStream(handle_->get(), stream));
-  }
-  ~HandleLease() {
-    if (!handle_) return;
-    if (cudaStreamSynchronize(stream_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;  // possibly still in use by a failed stream: drop it
-    }
-    std::lock_guard lock(pool().mutex);
-    pool().idle.push_front({device_, std::move(handle_)});
-  }
-  HandleLease(const HandleLease&) = delete;
-  HandleLease& operator=(const HandleLease&) = delete;
-  [[nodiscard]] cublasHandle_t get() const noexcept { return handle_->get(); }
-
- private:
-  cudaStream_t stream_;
-  int device_ = 0;
-  std::unique_ptr<CublasHandle> handle_;
-};
 
 /// cublasGemmEx's types for one precision; alpha = 1 and beta = 0 in the scalar type the compute
 /// type wants (FP16 for CUBLAS_COMPUTE_16F, FP64 for 64F, FP32 otherwise).
@@ -176,9 +104,9 @@ void run_gemm(const Geometry& g, Precision p, const Array& image, const Array& k
   chunk = std::min({chunk, total, kIndexLimit / ld});
   if (chunk >= g.out_cols) chunk -= chunk % g.out_cols;  // whole output rows when they fit
 
-  HandleLease handle(s);
-  fftgemm_util::StreamScratch patches(chunk * row_bytes, s);
-  fftgemm_util::StreamScratch bad(sizeof(unsigned long long), s);
+  cuda::CublasLease handle(s);  // pooled; default math (TF32 only where the compute type asks)
+  cuda::StreamScratch patches(chunk * row_bytes, s);
+  cuda::StreamScratch bad(sizeof(unsigned long long), s);
   HS_CUDA_CHECK(cudaMemsetAsync(bad.as<void>(), 0, sizeof(unsigned long long), s));
   const auto* dimage = static_cast<const T*>(image.data());
   T* dout = static_cast<T*>(out.data());
@@ -198,7 +126,7 @@ void run_gemm(const Geometry& g, Precision p, const Array& image, const Array& k
                                  static_cast<unsigned int>(ld),
                                  g.boundary == Boundary::Circular};
     kernels::gemmk::im2col_kernel<T>
-        <<<fftgemm_util::grid_blocks(pixels * taps, tuning::kGemmThreads, tuning::kGemmBlocksPerSm),
+        <<<cuda::grid_blocks(pixels * taps, tuning::kGemmThreads, tuning::kGemmBlocksPerSm),
            tuning::kGemmThreads, 0, s>>>(dimage, patches.as<T>(), a);
     HS_CHECK_LAUNCH();
     HS_CUBLAS_CHECK(cublasGemmEx(handle.get(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(pixels),
@@ -209,10 +137,10 @@ void run_gemm(const Geometry& g, Precision p, const Array& image, const Array& k
   }
 
   kernels::gemmk::count_nonfinite_kernel<T>
-      <<<fftgemm_util::grid_blocks(total, tuning::kGemmThreads, tuning::kGemmBlocksPerSm),
+      <<<cuda::grid_blocks(total, tuning::kGemmThreads, tuning::kGemmBlocksPerSm),
          tuning::kGemmThreads, 0, s>>>(dout, total, bad.as<unsigned long long>());
   HS_CHECK_LAUNCH();
-  auto* host = static_cast<unsigned long long*>(fftgemm_util::pinned_mailbox());
+  auto* host = static_cast<unsigned long long*>(cuda::pinned_mailbox());
   HS_CUDA_CHECK(
       cudaMemcpyAsync(host, bad.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, s));
   HS_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -235,16 +163,10 @@ std::int64_t set_gemm_patch_budget_bytes(std::int64_t bytes) {
   return g_patch_budget.exchange(std::max<std::int64_t>(bytes, 1));
 }
 
-void clear_cublas_handles() {
-  std::list<IdleHandle> idle;
-  std::lock_guard lock(pool().mutex);
-  idle.swap(pool().idle);
-}
-
 void gemm_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out,
                cudaStream_t stream) {
   (void)gemm_types(p);  // Unsupported before anything else for precisions gemm does not have
-  fftgemm_util::check_arrays("gemm (cuda)", g, p, image, kernel, out);
+  check_gpu_call("gemm (cuda)", g, p, image, kernel, out);
   switch (storage_dtype(p)) {
     case DType::f64:
       return run_gemm<double>(g, p, image, kernel, out, stream);

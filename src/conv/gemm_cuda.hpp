@@ -11,7 +11,4 @@ std::int64_t gemm_patch_budget_bytes();
 /// Sets the budget (at least one patch row is always allowed); returns the previous value.
 std::int64_t set_gemm_patch_budget_bytes(std::int64_t bytes);
 
-/// Destroys the idle cached cuBLAS handles (handles in use are released when their call ends).
-void clear_cublas_handles();
-
 }  // namespace halfscope::conv

@@ -9,6 +9,7 @@
 #include "conv/backends.hpp"
 #include "conv/direct_cuda_common.hpp"
 #include "conv/kernels/naive.cuh"
+#include "conv/overflow_check.hpp"
 
 namespace halfscope::conv {
 
@@ -17,10 +18,10 @@ namespace {
 template <class Prec>
 void naive_run(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t s) {
   using R = typename Prec::R;
-  std::optional<detail::OverflowCounter> counter;
+  std::optional<OverflowCheck> overflow;  // narrow storage (overflow_check.hpp)
   if constexpr (Prec::kNarrow) {
-    counter.emplace(s);
-    a.overflow = counter->get();
+    overflow.emplace(s, "naive_cuda", p, g.out_rows * g.out_cols);
+    a.overflow = overflow->counter();
   }
   const dim3 block(kernels::kNaiveBlockX, kernels::kNaiveBlockY);
   const dim3 grid(detail::grid_x((g.out_cols + block.x - 1) / block.x, "naive_cuda"),
@@ -39,7 +40,7 @@ void naive_run(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t
     kernels::naive_conv_kernel<Prec, false><<<grid, block, 0, s>>>(a);
     HS_CHECK_LAUNCH();
   }
-  if (counter) counter->check("naive_cuda", p, g.out_rows * g.out_cols);
+  if (overflow) overflow->finish();
 }
 
 }  // namespace
@@ -49,7 +50,6 @@ void naive_cuda(const Geometry& g, Precision p, const Array& image, const Array&
   static constexpr Precision kSupported[] = {Precision::Double, Precision::Single, Precision::Half,
                                              Precision::Mixed, Precision::BF16};
   detail::check_direct_call("naive_cuda", g, p, image, kernel, out, kSupported);
-  if (g.out_rows == 0 || g.out_cols == 0) return;
   if (g.cols > INT_MAX)
     throw Unsupported("naive_cuda: image rows of " + std::to_string(g.cols) +
                       " pixels (more than 2^31 - 1); use method register or fft");

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "conv/backends.hpp"
+#include "conv/overflow_check.hpp"
 #include "halfscope/core/error.hpp"
 
 #if HALFSCOPE_WITH_CUDA
@@ -49,6 +50,11 @@ void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image
     case ConvMethod::Tensor:
       tensor_cuda(g, p, image, kernel, out, s);
       break;
+#if HALFSCOPE_WITH_CUDNN
+    case ConvMethod::Cudnn:
+      cudnn_cuda(g, p, image, kernel, out, s);
+      break;
+#endif
     default:
       throw Unsupported("convolve2d: method " + std::string(conv_method_name(m)) +
                         " is not a GPU method");
@@ -73,7 +79,9 @@ using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_
 
 Plan measure_fastest(const Geometry& g, Precision p) {
   // Candidates: every GPU method that delivers this precision's accuracy. Single may also run as
-  // split on tensor cores: the same FP32 storage and FP32-grade error (docs/conv.md).
+  // split on tensor cores: the same FP32 storage and FP32-grade error (docs/conv.md). cudnn is
+  // not a candidate: its own algorithm search costs more than this whole measurement, and on one
+  // channel it has been 4-90x slower than register (docs/conv.md, "The cudnn method").
   std::vector<std::pair<ConvMethod, Precision>> candidates;
   for (ConvMethod m :
        {ConvMethod::Register, ConvMethod::FFT, ConvMethod::Tensor, ConvMethod::Naive}) {
@@ -90,6 +98,9 @@ Plan measure_fastest(const Geometry& g, Precision p) {
   Plan best{conv_heuristic_method(g.krows, g.kcols, p, DeviceKind::Cuda), p};
   float best_ms = 1e30f;
   cuda::EventTimer timer;
+  // Immediate overflow checks whatever the caller chose: a candidate whose planning data
+  // overflows must throw here, inside the catch below that drops it, not later in the caller.
+  const OverflowDeferralScope immediate(false);
   for (const auto& [m, prec] : candidates) {
     try {
       run_method(m, g, prec, img, ker, out);  // warm-up: plans, constant memory, caches

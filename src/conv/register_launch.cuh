@@ -2,6 +2,13 @@
 // the choice between the unrolled tile kernel and the generic one, launch shapes, the overflow
 // check. Included by exactly one register_cuda_<family>.cu per precision, so each family's
 // instantiations compile in their own translation unit (with their own __constant__ buffer).
+//
+// Per-call overhead (the 4096^2 FP16 kernel runs ~16 us, so microseconds of host work count):
+// device limits are cached, the prepared taps use a persistent staging buffer, and the overflow
+// check reads a mapped counter without an allocation or a copy, deferred for device outputs
+// (overflow_check.hpp). The tap upload itself stays on every call: the taps are a device array
+// whose contents may change between calls with the same pointer, and telling that without a
+// read-back (a synchronisation) is not possible from the host.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,28 +22,12 @@
 #include "conv/kernels/register.cuh"
 #include "conv/kernels/register_plan.hpp"
 #include "conv/kernels/register_tuning.hpp"
+#include "conv/overflow_check.hpp"
+#include "halfscope/core/cuda_memory.hpp"
 
 namespace halfscope::conv::detail {
 
 namespace rt = register_tuning;
-
-/// Stream-ordered device scratch, freed on the same stream (also on error).
-class DeviceScratch {
- public:
-  DeviceScratch(std::int64_t bytes, cudaStream_t s) : stream_(s) {
-    HS_CUDA_CHECK(cudaMallocAsync(&ptr_, static_cast<std::size_t>(bytes), s));
-  }
-  ~DeviceScratch() {
-    if (cudaFreeAsync(ptr_, stream_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  [[nodiscard]] void* get() const noexcept { return ptr_; }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
 
 /// Sets the dynamic shared-memory limit of `kernel` when it needs more than the default 48 KB.
 template <class K>
@@ -112,39 +103,48 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
   using R = typename Prec::R;
   using T = typename kernels::CoefOf<Prec>::T;
   const DeviceLimits dev = current_device_limits();
-  std::optional<OverflowCounter> counter;
+  std::optional<OverflowCheck> overflow;  // narrow storage (overflow_check.hpp)
   if constexpr (Prec::kNarrow) {
-    counter.emplace(s);
-    args.overflow = counter->get();
+    overflow.emplace(s, "register_cuda", p, g.out_rows * g.out_cols);
+    args.overflow = overflow->counter();
   }
   kernels::RegArgs a;
   a.c = args;
   a.vec_in = rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R)));
   a.vec_out = rows_aligned16(args.out, g.out_cols * static_cast<std::int64_t>(sizeof(R)));
 
-  // Taps as CoefOf<Prec>::T: the caller's array itself, except mixed (widened to FP32 first).
+  // Taps as CoefOf<Prec>::T: the caller's array itself, except mixed / bf16 (widened to FP32
+  // first, into `dst`).
   const std::int64_t taps = g.krows * g.kcols;
   const std::int64_t coef_bytes = taps * static_cast<std::int64_t>(sizeof(T));
-  std::optional<DeviceScratch> scratch;
-  const void* coef = args.kernel;
-  if constexpr (kernels::CoefOf<Prec>::kPrepared) {
-    scratch.emplace(coef_bytes, s);
+  const auto prepare = [&](void* dst) {
     const int blocks =
         static_cast<int>(std::clamp<std::int64_t>(register_plan::ceil_div(taps, 256), 1, 4096));
-    kernels::prepare_coefficients<Prec><<<blocks, 256, 0, s>>>(
-        static_cast<const R*>(args.kernel), static_cast<T*>(scratch->get()), taps);
+    kernels::prepare_coefficients<Prec>
+        <<<blocks, 256, 0, s>>>(static_cast<const R*>(args.kernel), static_cast<T*>(dst), taps);
     HS_CHECK_LAUNCH();
-    coef = scratch->get();
-  }
-  a.coef = coef;
+    return static_cast<const void*>(dst);
+  };
 
   const auto path = register_plan::choose_path(g.krows, g.kcols, sizeof(T),
                                                std::is_same_v<Prec, kernels::PrecDouble>);
   if (path == register_plan::Path::GenericGlobal) {
+    std::optional<cuda::StreamScratch> scratch;  // too many taps for constant memory
+    a.coef = args.kernel;
+    if constexpr (kernels::CoefOf<Prec>::kPrepared) {
+      scratch.emplace(coef_bytes, s);
+      a.coef = prepare(scratch->get());
+    }
     launch_generic<Prec, false>(a, dev, s);
   } else {
+    // Per-call host work before the launch is GPU idle time when the stream is empty (a timed
+    // call, a solver's first step): the prepared taps go through the device's persistent staging
+    // buffer (guarded by the lock, like the __constant__ buffer) instead of a fresh allocation.
     ConstantMemoryLock lock(s);
-    HS_CUDA_CHECK(cudaMemcpyToSymbolAsync(kernels::c_reg_kernel, coef,
+    a.coef = args.kernel;
+    if constexpr (kernels::CoefOf<Prec>::kPrepared)
+      a.coef = prepare(lock.staging(kernels::kRegisterConstantBytes));
+    HS_CUDA_CHECK(cudaMemcpyToSymbolAsync(kernels::c_reg_kernel, a.coef,
                                           static_cast<std::size_t>(coef_bytes), 0,
                                           cudaMemcpyDeviceToDevice, s));
     bool done = false;
@@ -157,7 +157,7 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
     if (!done) launch_generic<Prec, true>(a, dev, s);
     lock.release();
   }
-  if (counter) counter->check("register_cuda", p, g.out_rows * g.out_cols);
+  if (overflow) overflow->finish();
 }
 
 }  // namespace halfscope::conv::detail

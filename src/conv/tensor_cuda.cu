@@ -14,10 +14,13 @@
 #include <string>
 
 #include "conv/backends.hpp"
+#include "conv/cuda_backend_util.hpp"
 #include "conv/direct_cuda_common.hpp"
+#include "conv/overflow_check.hpp"
 #include "conv/tensor_cuda.cuh"
 #include "halfscope/conv.hpp"
 #include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::conv {
@@ -26,47 +29,17 @@ namespace {
 using kernels::TensorFrag;
 using kernels::TensorPrecision;
 
-/// Stream-ordered device scratch, freed on the same stream even when a launch throws.
-class StreamScratch {
- public:
-  StreamScratch(std::int64_t bytes, cudaStream_t stream) : stream_(stream) {
-    HS_CUDA_CHECK(cudaMallocAsync(&ptr_, static_cast<std::size_t>(bytes), stream));
-  }
-  ~StreamScratch() {
-    if (cudaFreeAsync(ptr_, stream_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  [[nodiscard]] void* get() const noexcept { return ptr_; }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
-
-void check_operand(const Array& a, DType dtype, std::int64_t rows, std::int64_t cols,
-                   const char* what) {
-  const std::string where = std::string("tensor (GPU) convolution: ") + what;
-  if (!a.on_device()) throw InvalidInput(where + " must be a device array, found " + a.describe());
-  if (a.dtype() != dtype)
-    throw InvalidInput(where + " must be " + std::string(dtype_name(dtype)) + ", found " +
-                       a.describe());
-  if (a.ndim() != 2 || a.dim(0) != rows || a.dim(1) != cols || !a.is_c_contiguous())
-    throw InvalidInput(where + " must be a C-contiguous [" + std::to_string(rows) + ", " +
-                       std::to_string(cols) + "] array, found " + a.describe());
-}
-
 /// Builds the table, then runs the convolution; mixed / bf16 then check the overflow count
-/// (one stream synchronisation, as every narrow-storage GPU backend does).
+/// (overflow_check.hpp: immediate, or deferred for device outputs).
 template <TensorPrecision P>
 void run(const Geometry& g, Precision p, const Array& kernel, const kernels::TensorPlan& plan,
          kernels::TensorParams params, std::int64_t blocks, TensorFrag* hi, TensorFrag* lo,
          float* inv_scale, unsigned int* kernel_nonfinite, cudaStream_t stream) {
   constexpr bool narrow = P != TensorPrecision::Split;
-  std::optional<detail::OverflowCounter> overflow;
+  std::optional<OverflowCheck> overflow;  // overflow_check.hpp
   if constexpr (narrow) {
-    overflow.emplace(stream);
-    params.overflow = overflow->get();
+    overflow.emplace(stream, "tensor (GPU) convolution", p, g.out_rows * g.out_cols);
+    params.overflow = overflow->counter();
     params.kernel_nonfinite = kernel_nonfinite;
     HS_CUDA_CHECK(cudaMemsetAsync(kernel_nonfinite, 0, sizeof(unsigned int), stream));
   }
@@ -75,7 +48,7 @@ void run(const Geometry& g, Precision p, const Array& kernel, const kernels::Ten
       inv_scale, kernel_nonfinite);
   HS_CHECK_LAUNCH();
   kernels::launch_tensor_conv<P>(params, plan.nq, blocks, stream);
-  if constexpr (narrow) overflow->check("tensor (GPU) convolution", p, g.out_rows * g.out_cols);
+  if constexpr (narrow) overflow->finish();
 }
 
 }  // namespace
@@ -97,15 +70,7 @@ void tensor_cuda(const Geometry& g, Precision p, const Array& image, const Array
       throw Unsupported("tensor (GPU) convolution: precision " + std::string(precision_name(p)) +
                         " is not supported; supported: mixed, bf16, split");
   }
-  if (g.rows < 1 || g.cols < 1 || g.krows < 1 || g.kcols < 1)
-    throw InvalidInput("tensor (GPU) convolution: empty image (" + std::to_string(g.rows) + "x" +
-                       std::to_string(g.cols) + ") or kernel (" + std::to_string(g.krows) + "x" +
-                       std::to_string(g.kcols) + ")");
-  const DType dtype = storage_dtype(p);
-  check_operand(image, dtype, g.rows, g.cols, "image");
-  check_operand(kernel, dtype, g.krows, g.kcols, "kernel");
-  check_operand(out, dtype, g.out_rows, g.out_cols, "output");
-  if (g.out_rows == 0 || g.out_cols == 0) return;
+  check_gpu_call("tensor (GPU) convolution", g, p, image, kernel, out);
   // Tile column indices are 32-bit; the table holds krows * ~kcols / 13 fragments of 512 bytes.
   if (g.cols >= INT_MAX || g.kcols > (1 << 20) || g.krows > (1 << 20))
     throw Unsupported("tensor (GPU) convolution: image with " + std::to_string(g.cols) +
@@ -124,7 +89,7 @@ void tensor_cuda(const Geometry& g, Precision p, const Array& image, const Array
   const bool split = tp == TensorPrecision::Split;
   // Scratch: hi fragments, lo fragments (split), 2^-e(u) per kernel row (split), one flag.
   const std::int64_t tables = (split ? 2 : 1) * frags;
-  StreamScratch scratch(tables * 16 + 4 * static_cast<std::int64_t>(krows) + 4, stream);
+  cuda::StreamScratch scratch(tables * 16 + 4 * static_cast<std::int64_t>(krows) + 4, stream);
   auto* hi = static_cast<TensorFrag*>(scratch.get());
   TensorFrag* lo = split ? hi + frags : nullptr;
   auto* inv_scale = reinterpret_cast<float*>(hi + tables);

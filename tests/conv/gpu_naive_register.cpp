@@ -6,10 +6,14 @@
 // output windows, FP16/BF16 overflow, and argument errors. Outputs are poisoned with NaN first.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "halfscope/config.hpp"
@@ -19,7 +23,10 @@
 #include "test_support.hpp"
 
 #if HALFSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "conv/backends.hpp"
+#include "halfscope/conv.hpp"
 
 namespace halfscope::conv {
 namespace {
@@ -154,6 +161,132 @@ TEST(GpuConvNaiveRegister, F16AndBF16OverflowFromFiniteInputs_ThrowsNumericalErr
         const Geometry g = geometry(d, {"same", 40, 48, (k - 1) / 2, (k - 1) / 2}, Boundary::Zero);
         EXPECT_THROW(run(f, p, g, d), NumericalError) << precision_name(p) << " k=" << k;
       }
+}
+
+ConvOptions dispatch_options(ConvMethod m, Precision p, bool defer) {
+  ConvOptions o;
+  o.mode = ConvMode::Same;
+  o.method = m;
+  o.precision = p;
+  o.device = DeviceKind::Cuda;
+  o.defer_overflow_check = defer;
+  return o;
+}
+
+/// Device copies of `d` in storage dtype `t`, and a device output of the `same` shape.
+struct DeviceCase {
+  Array img, ker, out;
+};
+DeviceCase device_case(const Data& d, DType t) {
+  return {host_array(t, d.rows, d.cols, d.img).to(Memory::device),
+          host_array(t, d.krows, d.kcols, d.ker).to(Memory::device),
+          Array(t, {d.rows, d.cols}, Memory::device)};
+}
+
+// Overflowing data for precision p: 9 taps of big * 10 exceed FP16's 65504 (big 1000) or BF16's
+// 3.4e38 (big 1e38) at every pixel.
+Data overflowing_data(Precision p) {
+  return constant_data(64, 64, 3, p == Precision::BF16 ? BFloat16(1e38).to_float() : 1000.0, 10.0);
+}
+
+const std::vector<std::pair<ConvMethod, Precision>> kNarrowDispatchCases = {
+    {ConvMethod::Naive, Precision::Half},     {ConvMethod::Naive, Precision::Mixed},
+    {ConvMethod::Naive, Precision::BF16},     {ConvMethod::Register, Precision::Half},
+    {ConvMethod::Register, Precision::Mixed}, {ConvMethod::Register, Precision::BF16},
+    {ConvMethod::Tensor, Precision::Mixed},   {ConvMethod::Tensor, Precision::BF16}};
+
+// By default (no deferral) a device output is checked before the call returns, like a host one:
+// nothing is left for a later call or for conv_check_overflow().
+TEST(GpuConvNaiveRegister, NarrowOverflowWithDeviceOutput_DefaultThrowsFromTheCallItself) {
+  HS_REQUIRE_GPU();
+  conv_check_overflow();  // nothing pending from earlier tests
+  for (const auto& [m, p] : kNarrowDispatchCases) {
+    DeviceCase c = device_case(overflowing_data(p), storage_dtype(p));
+    const ConvOptions o = dispatch_options(m, p, false);
+    EXPECT_THROW(convolve2d_into(c.img, c.ker, c.out, o), NumericalError)
+        << conv_method_name(m) << " " << precision_name(p);
+    EXPECT_THROW((void)convolve2d(c.img, c.ker, o), NumericalError);  // device inputs
+    EXPECT_NO_THROW(conv_check_overflow()) << conv_method_name(m) << " " << precision_name(p);
+  }
+}
+
+// Opt-in deferral: one overflowing call followed by 19 clean ones (more than the 16 slots of the
+// ring) is reported exactly once, as an earlier call's error, by a later call or by
+// conv_check_overflow(), for every narrow method; a host result is still checked at once.
+TEST(GpuConvNaiveRegister, DeferredOverflow_ReportedOnceByALaterCallOrConvCheckOverflow) {
+  HS_REQUIRE_GPU();
+  conv_check_overflow();
+  for (const auto& [m, p] : kNarrowDispatchCases) {
+    const std::string what =
+        std::string(conv_method_name(m)) + " " + std::string(precision_name(p));
+    const DType t = storage_dtype(p);
+    DeviceCase bad = device_case(overflowing_data(p), t);
+    DeviceCase good = device_case(constant_data(64, 64, 3, 0.5, 0.25), t);
+    const ConvOptions o = dispatch_options(m, p, true);
+    std::vector<std::string> reports;
+    for (int call = 0; call < 20; ++call) {
+      DeviceCase& c = call == 0 ? bad : good;
+      try {
+        convolve2d_into(c.img, c.ker, c.out, o);
+      } catch (const NumericalError& e) {
+        reports.emplace_back(e.what());
+      }
+    }
+    try {
+      conv_check_overflow();
+    } catch (const NumericalError& e) {
+      reports.emplace_back(e.what());
+    }
+    ASSERT_EQ(reports.size(), 1u) << what;
+    EXPECT_NE(reports[0].find("earlier call"), std::string::npos) << what << ": " << reports[0];
+    EXPECT_NO_THROW(conv_check_overflow()) << what;  // reported once, not again
+    const Array host_img = bad.img.to(Memory::host), host_ker = bad.ker.to(Memory::host);
+    EXPECT_THROW((void)convolve2d(host_img, host_ker, o), NumericalError) << what;
+    EXPECT_NO_THROW(conv_check_overflow()) << what;
+  }
+}
+
+// The ring-full wait: while the default stream is held by a host callback, 16 deferred calls
+// fill every slot without any completing; the 17th needs the first one's slot, waits for it
+// and reports its overflow before launching. The gate opens on a flag (or after 10 s, so that a
+// regression that synchronises inside a call fails the expectation instead of hanging).
+struct Gate {
+  std::atomic<bool> open{false};
+};
+void CUDART_CB hold_stream(void* p) {
+  auto* gate = static_cast<Gate*>(p);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gate->open.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+TEST(GpuConvNaiveRegister, DeferredOverflow_RingFullWaitReportsTheOldestCall) {
+  HS_REQUIRE_GPU();
+  conv_check_overflow();
+  for (const ConvMethod m : {ConvMethod::Naive, ConvMethod::Register, ConvMethod::Tensor}) {
+    const Precision p = Precision::Mixed;
+    DeviceCase bad = device_case(overflowing_data(p), storage_dtype(p));
+    DeviceCase good = device_case(constant_data(64, 64, 3, 0.5, 0.25), storage_dtype(p));
+    const ConvOptions o = dispatch_options(m, p, true);
+    convolve2d_into(good.img, good.ker, good.out, o);  // warm-up: allocations, attributes
+    conv_check_overflow();
+    Gate gate;
+    ASSERT_EQ(cudaLaunchHostFunc(nullptr, &hold_stream, &gate), cudaSuccess);
+    int thrown_at = -1;
+    for (int call = 0; call < 20; ++call) {
+      if (call == 16) gate.open = true;  // the 17th call may now wait for the first
+      DeviceCase& c = call == 0 ? bad : good;
+      try {
+        convolve2d_into(c.img, c.ker, c.out, o);
+      } catch (const NumericalError&) {
+        EXPECT_EQ(thrown_at, -1) << conv_method_name(m) << ": reported twice";
+        thrown_at = call;
+      }
+    }
+    gate.open = true;
+    EXPECT_NO_THROW(conv_check_overflow()) << conv_method_name(m);
+    EXPECT_EQ(thrown_at, 16) << conv_method_name(m);
+  }
 }
 
 // An inf already in the image is passed on (SciPy does the same) and is not an overflow.

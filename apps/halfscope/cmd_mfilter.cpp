@@ -1,0 +1,312 @@
+// `halfscope mfilter TEMPLATES DATA -o CC.npy`: matched filtering (study 001) of templates
+// against continuous data, per channel or stacked over the network with moveouts and weights
+// (Fast Matched Filter's semantics), with optional detection (EQcorrscan's semantics) and an
+// accuracy check against the CPU FP64 reference. Inputs are read and checked by
+// io/seismic_input.hpp; numerics are the library's (halfscope/mfilter.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli.hpp"
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/dataset.hpp"
+#include "halfscope/io/file.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/io/seismic_input.hpp"
+#include "halfscope/mfilter.hpp"
+
+namespace halfscope::cli {
+
+namespace {
+
+struct MfCliOptions {
+  std::vector<std::string> inputs;  // TEMPLATES DATA, or DATA alone with --template-times
+  std::string output, precision, method = "auto", normalize = "short";
+  std::string moveouts, weights;
+  std::int64_t step = 1;
+  bool per_channel = false;
+  bool detect = false;
+  double threshold = 8.0;
+  std::string threshold_type = "mad";
+  std::int64_t min_separation = 1;
+  std::string detections;
+  std::string template_times, template_data;
+  std::int64_t template_length = 0;
+  bool check = false;
+};
+
+// A (T, C) network array from a .npy file, checked against the templates' shape.
+Array read_network_array(const std::string& path, const char* what, std::int64_t templates,
+                         std::int64_t channels, bool integer) {
+  if (io::format_of(path) != io::Format::npy)
+    throw InvalidInput(path + ": " + what + " must be a .npy array of shape (T, C)");
+  Array a = io::read_npy(path);
+  if (a.ndim() == 1 && templates == 1) a = a.reshape({1, a.dim(0)});
+  if (a.ndim() != 2 || a.dim(0) != templates || a.dim(1) != channels)
+    throw InvalidInput(path + ": " + what + " have shape " + shape_to_string(a.shape()) +
+                       ": expected (" + std::to_string(templates) + ", " +
+                       std::to_string(channels) + ") (templates, channels)");
+  const bool is_int = dtype_is_signed_int(a.dtype()) || a.dtype() == DType::u8 ||
+                      a.dtype() == DType::u16 || a.dtype() == DType::u32;
+  if (integer && !is_int)
+    throw InvalidInput(path + ": " + what + " of dtype " + std::string(dtype_name(a.dtype())) +
+                       ": expected integers (samples)");
+  if (!integer) {
+    const Array v = a.astype(DType::f64);
+    for (std::int64_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v.data_as<double>()[i]))
+        throw InvalidInput(path + ": " + what + " [" + std::to_string(i / channels) + ", " +
+                           std::to_string(i % channels) + "] is not finite: expected a real");
+    return v;
+  }
+  return a.astype(DType::i64);
+}
+
+void report_gaps(const io::SeismicData& d) {
+  for (const io::Gap& gap : d.gaps) {
+    const bool overlap = gap.missing_samples < 0;
+    warn(d.source + ": " + gap.id + (overlap ? ": overlap " : ": gap ") +
+         io::format_iso8601(gap.start_ns, 6) + " to " + io::format_iso8601(gap.end_ns, 6) + " (" +
+         std::to_string(overlap ? -gap.missing_samples : gap.missing_samples) +
+         (overlap ? " samples; the earlier segment's samples kept)" : " samples zero-filled)"));
+  }
+  for (const std::string& n : d.notes) warn(d.source + ": " + n);
+}
+
+std::string detections_csv(const std::vector<Detection>& found, const io::SeismicTemplates& t,
+                           const io::SeismicData& d) {
+  std::ostringstream out;
+  out << "template,correlation_index,sample,time,cc_sum,threshold,channels_used\n";
+  char num[64];
+  for (const Detection& x : found) {
+    out << t.labels[static_cast<std::size_t>(x.template_index)] << ',' << x.correlation_index << ','
+        << x.sample << ',';
+    if (d.start_ns) out << io::format_iso8601(d.time_of_sample(x.sample), 6);
+    std::snprintf(num, sizeof num, ",%.9g,%.9g,", x.value, x.threshold);
+    out << num << x.channels_used << '\n';
+  }
+  return out.str();
+}
+
+// max |a - b| over the finite differences, and how many differences are not finite (a NaN or
+// inf in either array). `!(d <= m)` keeps the comparison NaN-safe; std::max(m, NaN) would drop it.
+struct Difference {
+  double max_abs = 0;
+  std::int64_t nonfinite = 0;
+};
+Difference max_abs_difference(const Array& a, const Array& b) {
+  const Array x = a.to(Memory::host).astype(DType::f64), y = b.to(Memory::host).astype(DType::f64);
+  Difference r;
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x.data_as<double>()[i] - y.data_as<double>()[i]);
+    if (!std::isfinite(d))
+      ++r.nonfinite;
+    else if (!(d <= r.max_abs))
+      r.max_abs = d;
+  }
+  return r;
+}
+
+void check_usage(const MfCliOptions& c) {
+  const std::size_t want = c.template_times.empty() ? 2 : 1;
+  if (c.inputs.size() != want)
+    throw InvalidInput(
+        std::string("mfilter: ") + std::to_string(c.inputs.size()) +
+        " input files given: expected " +
+        (want == 2 ? "TEMPLATES DATA" : "DATA alone (templates cut with --template-times)"));
+  if (c.output.empty() && !c.detect)
+    throw InvalidInput("mfilter: no output: expected -o CC.npy, --detect, or both");
+  if (c.detect && c.per_channel)
+    throw InvalidInput("mfilter: --detect searches the network stack: expected no --per-channel");
+  if (!c.detections.empty() && !c.detect)
+    throw InvalidInput("mfilter: --detections " + c.detections + " needs --detect");
+  if (!c.template_times.empty() && c.template_length < 1)
+    throw InvalidInput("mfilter: --template-times needs --template-length K (K >= 1), found " +
+                       std::to_string(c.template_length));
+  if (c.template_times.empty() && (c.template_length != 0 || !c.template_data.empty()))
+    throw InvalidInput("mfilter: --template-length and --template-data need --template-times");
+  if (c.step < 1)
+    throw InvalidInput("mfilter: --step " + std::to_string(c.step) + ": expected >= 1");
+  if (c.min_separation < 0)
+    throw InvalidInput("mfilter: --min-separation " + std::to_string(c.min_separation) +
+                       ": expected >= 0 samples");
+}
+
+void run_mfilter(const Globals& g, const MfCliOptions& c) {
+  check_usage(c);
+  // Outputs first, so a bad path fails before any work.
+  if (!c.output.empty()) {
+    // The CC is an array without sample rate or start time: waveform formats cannot hold it.
+    const io::Format f = io::format_of(c.output);
+    if (f == io::Format::mseed || f == io::Format::sac)
+      throw InvalidInput("-o " + c.output + ": " + std::string(io::format_name(f)) +
+                         " holds waveforms: expected an array file for the CC (.npy, .npz, .fits, "
+                         ".csv or .png)");
+    io::check_output_path(c.output);
+  }
+  if (!c.detections.empty()) io::check_output_path(c.detections);
+  MfOptions o;
+  o.normalize = parse_mf_normalize(c.normalize);
+  o.method = parse_mf_method(c.method);
+  if (!c.precision.empty()) o.precision = parse_precision(c.precision);
+  o.device = g.device_kind();
+  o.step = c.step;
+  o.network_sum = !c.per_channel;
+  DetectOptions det;
+  det.threshold = c.threshold;
+  det.type = parse_threshold_type(c.threshold_type);
+  det.min_separation = c.min_separation;
+
+  const std::string& data_spec = c.inputs.back();
+  const io::SeismicData data = io::read_seismic_data(data_spec);
+  report_gaps(data);
+  io::SeismicTemplates t;
+  if (c.template_times.empty()) {
+    t = io::read_template_array(c.inputs.front());
+  } else if (c.template_data.empty()) {
+    t = io::cut_templates(data, c.template_times, c.template_length);
+  } else {
+    const io::SeismicData src = io::read_seismic_data(c.template_data);
+    report_gaps(src);
+    if (src.channel_ids != data.channel_ids)
+      throw InvalidInput("--template-data " + c.template_data + ": " +
+                         std::to_string(src.channel_ids.size()) + " channels (" +
+                         src.channel_ids.front() + ", ...): expected the channels of " + data_spec +
+                         " in the same order (" + data.channel_ids.front() + ", ...)");
+    t = io::cut_templates(src, c.template_times, c.template_length);
+  }
+  const std::string tname = c.template_times.empty() ? c.inputs.front() : c.template_times;
+  const std::int64_t T = t.templates.dim(0), C = t.templates.dim(1), K = t.templates.dim(2);
+  const std::int64_t L = data.data.dim(1);
+  if (C != data.data.dim(0))
+    throw InvalidInput(tname + ": templates have " + std::to_string(C) + " channels: expected " +
+                       std::to_string(data.data.dim(0)) + ", the channels of " + data_spec);
+  if (K > L)
+    throw InvalidInput(tname + ": templates of " + std::to_string(K) + " samples: expected at " +
+                       "most the " + std::to_string(L) + " samples of " + data_spec);
+  MfNetwork net;
+  net.moveouts =
+      c.moveouts.empty() ? t.moveouts : read_network_array(c.moveouts, "moveouts", T, C, true);
+  net.weights =
+      c.weights.empty() ? t.weights : read_network_array(c.weights, "weights", T, C, false);
+
+  const MfMethod method = mf_resolve_method(o, K);
+  const Precision precision = o.precision.value_or(mf_default_precision(method));
+  info(g, "mfilter: " + std::to_string(T) + " templates x " + std::to_string(C) + " channels x " +
+              std::to_string(K) + " samples against " + std::to_string(L) + " samples, " +
+              std::to_string(mf_correlation_count(L, K, c.step)) + " correlation times; method " +
+              std::string(mf_method_name(method)) + ", precision " +
+              std::string(precision_name(precision)));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Array cc;
+  std::vector<Detection> found;
+  // Inputs are checked where they are read (a NaN sample is refused by read_seismic_data with
+  // the file's name), so the library's own argument errors are not re-labelled here.
+  if (!c.output.empty() || c.check) cc = matched_filter(t.templates, data.data, o, net);
+  if (c.detect) {
+    if (!cc.empty()) {
+      found = detect_peaks(cc, det, c.step);
+      mf_count_channels_used(found, t.templates, data.data, o, net);
+    } else {
+      found = matched_filter_detect(t.templates, data.data, o, net, det);
+    }
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  detail(g, "mfilter: done in " + std::to_string(ms) + " ms (with transfers)");
+
+  if (c.check) {
+    MfOptions ref = o;
+    ref.precision = Precision::Double;
+    ref.method = MfMethod::Direct;
+    ref.device = DeviceKind::Cpu;
+    const Array r = matched_filter(t.templates, data.data, ref, net);
+    const Difference d = max_abs_difference(r, cc);
+    // To standard error: standard output may carry the detections CSV.
+    char line[200];
+    if (d.nonfinite > 0)
+      std::snprintf(line, sizeof line,
+                    "check against FP64 (CPU direct): max |CC - CC_fp64| inf (%lld non-finite; "
+                    "largest finite %.3e)",
+                    static_cast<long long>(d.nonfinite), d.max_abs);
+    else
+      std::snprintf(line, sizeof line, "check against FP64 (CPU direct): max |CC - CC_fp64| %.3e",
+                    d.max_abs);
+    std::cerr << line << "\n";
+  }
+  // Both outputs or neither: the detections CSV is written to its temporary file first and
+  // renamed only once the correlation file is in place (write_array is atomic itself).
+  std::unique_ptr<io::AtomicOutput> detections_out;
+  std::string csv;
+  if (c.detect) {
+    csv = detections_csv(found, t, data);
+    if (!c.detections.empty()) {
+      detections_out = std::make_unique<io::AtomicOutput>(c.detections);
+      detections_out->write(csv);
+    }
+  }
+  if (!c.output.empty())
+    write_array(g, c.output, cc,
+                "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
+                    " " + std::string(precision_name(precision)) + " " + c.normalize);
+  if (c.detect) {
+    if (detections_out) {
+      detections_out->commit();
+      info(g, "wrote " + c.detections);
+    } else {
+      std::cout << csv;
+    }
+    info(g, "mfilter: " + std::to_string(found.size()) + " detection" +
+                (found.size() == 1 ? "" : "s"));
+  }
+}
+
+}  // namespace
+
+void register_mfilter(CLI::App& app, Globals& g) {
+  auto c = std::make_shared<MfCliOptions>();
+  auto* cmd =
+      app.add_subcommand("mfilter",
+                         "matched filtering: normalized cross-correlation of templates against "
+                         "continuous data, network stack and detection (docs/mfilter.md)");
+  cmd->add_option("FILES", c->inputs,
+                  "TEMPLATES DATA: templates .npy (T,C,K) or (T,K); data .npy (C,L) or (L), or "
+                  "MiniSEED/SAC files (comma list). With --template-times: DATA only")
+      ->required()
+      ->expected(1, 2);
+  cmd->add_option("-o,--output", c->output, "correlation output (.npy): (T,n) or (T,C,n)");
+  cmd->add_option("--precision", c->precision,
+                  "double, single, half, mixed, bf16, split (default: the method's own)");
+  cmd->add_option("--method", c->method,
+                  "auto, direct (CPU); naive, cublas1..cublas4, tensor, fft (GPU)")
+      ->capture_default_str();
+  cmd->add_option("--normalize", c->normalize, "short (study 001) or full (demeaned)")
+      ->capture_default_str();
+  cmd->add_option("--moveouts", c->moveouts, "per-channel moveouts in samples, .npy (T,C) int");
+  cmd->add_option("--weights", c->weights, "per-channel weights of the stack, .npy (T,C)");
+  cmd->add_option("--step", c->step, "samples between correlation times")->capture_default_str();
+  cmd->add_flag("--per-channel", c->per_channel, "write per-channel CC (T,C,n), not the stack");
+  cmd->add_flag("--detect", c->detect, "detect events on the stack");
+  cmd->add_option("--threshold", c->threshold, "detection threshold (abs value or MAD factor)")
+      ->capture_default_str();
+  cmd->add_option("--threshold-type", c->threshold_type, "abs or mad")->capture_default_str();
+  cmd->add_option("--min-separation", c->min_separation,
+                  "minimum samples between detections of one template")
+      ->capture_default_str();
+  cmd->add_option("--detections", c->detections, "detections CSV (default: standard output)");
+  cmd->add_option("--template-times", c->template_times,
+                  "CSV of picks 'template, channel, start' to cut templates from data");
+  cmd->add_option("--template-length", c->template_length, "samples per cut template");
+  cmd->add_option("--template-data", c->template_data,
+                  "cut the templates from this data instead of DATA (same channels)");
+  cmd->add_flag("--check", c->check, "print max |CC - CC_fp64| against the CPU FP64 direct method");
+  cmd->callback([&g, c] { run_mfilter(g, *c); });
+}
+
+}  // namespace halfscope::cli

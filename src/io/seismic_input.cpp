@@ -1,0 +1,340 @@
+#include "halfscope/io/seismic_input.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/dataset.hpp"
+#include "halfscope/io/file.hpp"
+#include "halfscope/io/mseed.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/io/sac.hpp"
+
+namespace halfscope::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (true) {
+    const auto at = s.find(sep, from);
+    out.push_back(trim(s.substr(from, at == std::string_view::npos ? at : at - from)));
+    if (at == std::string_view::npos) return out;
+    from = at + 1;
+  }
+}
+
+std::optional<std::int64_t> parse_int(const std::string& s) {
+  std::int64_t v = 0;
+  const char* end = s.data() + s.size();
+  const auto r = std::from_chars(s.data(), end, v);
+  if (r.ec != std::errc() || r.ptr != end || s.empty()) return std::nullopt;
+  return v;
+}
+
+// ns per sample as long double: exact enough for offsets of days at kHz rates.
+long double samples_between(std::int64_t from_ns, std::int64_t to_ns, double rate) {
+  return static_cast<long double>(to_ns - from_ns) * rate / 1e9L;
+}
+
+SeismicData read_npy_data(const fs::path& path) {
+  Array a = read_npy(path);
+  const std::string name = path.string();
+  if (a.ndim() == 1) a = a.reshape({1, a.dim(0)});
+  if (a.ndim() != 2)
+    throw InvalidInput(name + ": data array has shape " + shape_to_string(a.shape()) +
+                       ": expected (channels, samples) or (samples)");
+  if (a.dim(0) == 0 || a.dim(1) == 0)
+    throw InvalidInput(name + ": data array has shape " + shape_to_string(a.shape()) +
+                       ": expected at least one channel and one sample");
+  SeismicData d;
+  d.data = a.contiguous();
+  for (std::int64_t c = 0; c < a.dim(0); ++c) d.channel_ids.push_back(std::to_string(c));
+  d.source = name;
+  return d;
+}
+
+// A NaN or inf sample is the file's fault: say so with the file's name here, before the library
+// reports it about an anonymous array.
+void check_finite(const SeismicData& d) {
+  const DType t = d.data.dtype();
+  if (t != DType::f64 && t != DType::f32 && t != DType::f16 && t != DType::bf16) return;
+  const Array v = d.data.astype(DType::f64);
+  const double* x = v.data_as<double>();
+  const std::int64_t length = v.dim(1);
+  for (std::int64_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(x[i])) {
+      const std::int64_t c = i / length;
+      throw InvalidInput(d.source + ": channel " + d.channel_ids[static_cast<std::size_t>(c)] +
+                         ", sample " + std::to_string(i % length) + " is " +
+                         (std::isnan(x[i]) ? "NaN" : "infinite") + ": expected finite data");
+    }
+}
+
+// Merges the traces of every file into one (C, L) array on a common time base.
+SeismicData assemble_waveforms(const Waveforms& all, const std::string& source) {
+  Waveforms merged = merge_traces(all, /*fill_gaps_with_zero=*/true);
+  std::sort(merged.traces.begin(), merged.traces.end(),
+            [](const Trace& a, const Trace& b) { return a.id() < b.id(); });
+  if (merged.traces.empty())
+    throw InvalidInput(source + ": no samples: expected at least one trace with data");
+  for (std::size_t i = 1; i < merged.traces.size(); ++i)
+    if (merged.traces[i].id() == merged.traces[i - 1].id())
+      throw InvalidInput(source + ": channel " + merged.traces[i].id() +
+                         " has segments that cannot be joined (sampling rate " +
+                         std::to_string(merged.traces[i - 1].sample_rate) + " Hz vs " +
+                         std::to_string(merged.traces[i].sample_rate) +
+                         " Hz, or a different sample type): expected one rate and type per "
+                         "channel");
+  const Trace& first = merged.traces.front();
+  const double rate = first.sample_rate;
+  bool all_f32 = true;
+  std::int64_t t0 = first.start_ns;
+  for (const Trace& t : merged.traces) {
+    if (std::abs(t.sample_rate - rate) > 1e-6 * rate)
+      throw InvalidInput(source + ": sampling rate of " + t.id() + " is " +
+                         std::to_string(t.sample_rate) + " Hz: expected " + std::to_string(rate) +
+                         " Hz like " + first.id() + " (every channel must share one rate)");
+    all_f32 = all_f32 && t.data.dtype() == DType::f32;
+    t0 = std::min(t0, t.start_ns);
+  }
+  SeismicData d;
+  d.source = source;
+  d.sample_rate = rate;
+  d.start_ns = t0;
+  d.gaps = merged.gaps;
+  std::vector<std::int64_t> offsets;
+  std::int64_t length = 0;
+  for (const Trace& t : merged.traces) {
+    const long double exact = samples_between(t0, t.start_ns, rate);
+    const auto off = static_cast<std::int64_t>(std::llround(exact));
+    if (std::abs(exact - static_cast<long double>(off)) > 1e-3L) {
+      std::ostringstream note;
+      note << t.id() << " starts " << static_cast<double>(exact - static_cast<long double>(off))
+           << " samples off the common sample grid; aligned to the nearest sample";
+      d.notes.push_back(note.str());
+    }
+    offsets.push_back(off);
+    length = std::max(length, off + t.size());
+  }
+  // Channels from different days would be aligned by gigabytes of zeros: refuse, like
+  // merge_traces refuses to zero-fill a trace beyond 2^28 samples.
+  constexpr std::int64_t kMaxAligned = std::int64_t{1} << 28;
+  if (length > kMaxAligned)
+    throw InvalidInput(source + ": the channels span " + std::to_string(length) +
+                       " samples from the earliest start to the latest end: expected at most " +
+                       std::to_string(kMaxAligned) + " (channels covering one time range)");
+  const Shape shape{static_cast<std::int64_t>(merged.traces.size()), length};
+  d.data = Array::zeros(all_f32 ? DType::f32 : DType::f64, shape);
+  const DType dt = d.data.dtype();
+  for (std::size_t c = 0; c < merged.traces.size(); ++c) {
+    const Trace& t = merged.traces[c];
+    const Array src = t.data.astype(dt).contiguous();
+    auto* dst = static_cast<std::byte*>(d.data.data()) +
+                (static_cast<std::int64_t>(c) * length + offsets[c]) * dtype_size(dt);
+    std::copy_n(static_cast<const std::byte*>(src.data()), src.nbytes(), dst);
+    d.channel_ids.push_back(t.id());
+    // The alignment pads are zero-filled exactly like gaps, so they are reported as gaps.
+    if (offsets[c] > 0) d.gaps.push_back({t.id(), t0, t.start_ns, offsets[c]});
+    const std::int64_t tail = length - offsets[c] - t.size();
+    if (tail > 0) d.gaps.push_back({t.id(), t.end_ns(), d.time_of_sample(length), tail});
+  }
+  return d;
+}
+
+}  // namespace
+
+std::int64_t SeismicData::time_of_sample(std::int64_t index) const {
+  if (!start_ns) throw InvalidInput(source + ": the data has no start time (a .npy file)");
+  return *start_ns + static_cast<std::int64_t>(std::llround(static_cast<long double>(index) * 1e9L /
+                                                            static_cast<long double>(sample_rate)));
+}
+
+SeismicData read_seismic_data(const std::string& spec) {
+  const std::vector<std::string> paths = split(spec, ',');
+  Waveforms all;
+  for (const std::string& p : paths) {
+    if (p.empty())
+      throw InvalidInput("DATA '" + spec +
+                         "': empty file name in the list: expected FILE[,FILE...]");
+    const Format f = format_of(p);
+    if (f == Format::npy) {
+      if (paths.size() != 1)
+        throw InvalidInput(p +
+                           ": a .npy file holds every channel: expected it alone, not in a "
+                           "list of " +
+                           std::to_string(paths.size()) + " files");
+      SeismicData d = read_npy_data(p);
+      check_finite(d);
+      return d;
+    }
+    if (f == Format::mseed) {
+      Waveforms w = read_mseed(p);
+      for (Trace& t : w.traces) all.traces.push_back(std::move(t));
+    } else if (f == Format::sac) {
+      all.traces.push_back(read_sac(p).trace);
+    } else {
+      throw InvalidInput(p + ": data of type " + std::string(format_name(f)) +
+                         ": expected .npy, MiniSEED (.mseed, .miniseed, .ms) or SAC (.sac)");
+    }
+  }
+  SeismicData d = assemble_waveforms(all, spec);
+  check_finite(d);
+  return d;
+}
+
+SeismicTemplates read_template_array(const fs::path& path) {
+  const std::string name = path.string();
+  if (format_of(path) != Format::npy)
+    throw InvalidInput(name +
+                       ": templates must be a .npy array of shape (T, C, K) or (T, K); "
+                       "to cut them from data use --template-times");
+  Array a = read_npy(path);
+  if (!dtype_is_float(a.dtype()) && !dtype_is_signed_int(a.dtype()) && a.dtype() != DType::u8 &&
+      a.dtype() != DType::u16 && a.dtype() != DType::u32)
+    throw InvalidInput(name + ": templates of dtype " + std::string(dtype_name(a.dtype())) +
+                       ": expected a real dtype");
+  if (a.ndim() == 2) a = a.reshape({a.dim(0), 1, a.dim(1)});
+  if (a.ndim() != 3 || a.dim(0) == 0 || a.dim(1) == 0 || a.dim(2) == 0)
+    throw InvalidInput(name + ": templates have shape " + shape_to_string(a.shape()) +
+                       ": expected (T, C, K) or (T, K) with every extent >= 1");
+  SeismicTemplates t;
+  t.templates = a.astype(DType::f64).contiguous();
+  const double* v = t.templates.data_as<double>();
+  for (std::int64_t i = 0; i < t.templates.size(); ++i)
+    if (!std::isfinite(v[i])) {
+      const std::int64_t k = t.templates.dim(2), c = t.templates.dim(1);
+      throw InvalidInput(name + ": template " + std::to_string(i / (c * k)) + ", channel " +
+                         std::to_string(i / k % c) + ", sample " + std::to_string(i % k) + " is " +
+                         std::to_string(v[i]) + ": expected a finite value");
+    }
+  for (std::int64_t i = 0; i < a.dim(0); ++i) t.labels.push_back(std::to_string(i));
+  return t;
+}
+
+SeismicTemplates cut_templates(const SeismicData& source, const fs::path& picks,
+                               std::int64_t length) {
+  const std::string table = picks.string();
+  if (length < 1)
+    throw InvalidInput("--template-length " + std::to_string(length) + ": expected >= 1 sample");
+  const std::int64_t channels = source.data.dim(0), samples = source.data.dim(1);
+  if (length > samples)
+    throw InvalidInput("--template-length " + std::to_string(length) + ": longer than the " +
+                       std::to_string(samples) + " samples of " + source.source);
+  const std::vector<std::byte> bytes = read_file_bytes(picks);
+  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  struct Pick {
+    std::int64_t channel, start, line;
+  };
+  std::vector<std::string> labels;
+  std::map<std::string, std::vector<Pick>> by_label;
+  std::string line;
+  std::int64_t line_no = 0;
+  bool header_allowed = true;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string text = trim(line);
+    if (text.empty() || text.front() == '#') continue;
+    const std::vector<std::string> f = split(text, ',');
+    const std::string where = table + " line " + std::to_string(line_no);
+    if (header_allowed && f.size() == 3 && f[0] == "template") {
+      header_allowed = false;
+      continue;
+    }
+    header_allowed = false;
+    if (f.size() != 3)
+      throw InvalidInput(where + ": " + std::to_string(f.size()) +
+                         " fields: expected 3 (template, channel, start)");
+    // Channel: an id of the data, else a 0-based index.
+    const auto id = std::find(source.channel_ids.begin(), source.channel_ids.end(), f[1]);
+    std::int64_t channel = id - source.channel_ids.begin();
+    if (id == source.channel_ids.end()) {
+      const auto idx = parse_int(f[1]);
+      if (!idx || *idx < 0 || *idx >= channels)
+        throw InvalidInput(where + ": channel '" + f[1] + "': expected one of the " +
+                           std::to_string(channels) + " channel ids of " + source.source +
+                           " or an index in [0, " + std::to_string(channels) + ")");
+      channel = *idx;
+    }
+    // Start: a sample index, else an ISO time.
+    std::int64_t start = 0;
+    if (const auto s = parse_int(f[2])) {
+      start = *s;
+    } else {
+      if (!source.start_ns)
+        throw InvalidInput(where + ": start '" + f[2] + "' is a time but " + source.source +
+                           " has no start time: expected a sample index");
+      const std::int64_t t = parse_iso8601(f[2]);
+      const long double at = samples_between(*source.start_ns, t, source.sample_rate);
+      // Outside [0, samples] it fails the window check below anyway; clamping first keeps
+      // llround in range (a time centuries away would not fit an int64 sample index).
+      start = at < 0 ? -1
+              : at > static_cast<long double>(samples)
+                  ? samples + 1
+                  : static_cast<std::int64_t>(std::llround(at));
+    }
+    // `start > samples - length`, not `start + length > samples`: a start near 2^63 would
+    // overflow the sum (length <= samples is checked above).
+    if (start < 0 || start > samples - length)
+      throw InvalidInput(where + ": template window [" + std::to_string(start) + ", " +
+                         (start > std::numeric_limits<std::int64_t>::max() - length
+                              ? std::to_string(start) + " + " + std::to_string(length)
+                              : std::to_string(start + length)) +
+                         ") of channel " + source.channel_ids[static_cast<std::size_t>(channel)] +
+                         ": expected inside the data [0, " + std::to_string(samples) + ")");
+    auto& list = by_label[f[0]];
+    if (list.empty()) labels.push_back(f[0]);
+    for (const Pick& p : list)
+      if (p.channel == channel)
+        throw InvalidInput(where + ": template '" + f[0] + "' lists channel " +
+                           source.channel_ids[static_cast<std::size_t>(channel)] +
+                           " again (first on line " + std::to_string(p.line) +
+                           "): expected one pick per channel");
+    list.push_back({channel, start, line_no});
+  }
+  if (labels.empty())
+    throw InvalidInput(table + ": no picks: expected rows 'template, channel, start'");
+  const auto n = static_cast<std::int64_t>(labels.size());
+  SeismicTemplates t;
+  t.labels = labels;
+  t.templates = Array::zeros(DType::f64, {n, channels, length});
+  t.moveouts = Array::zeros(DType::i64, {n, channels});
+  t.weights = Array::zeros(DType::f64, {n, channels});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto& list = by_label[labels[static_cast<std::size_t>(i)]];
+    std::int64_t earliest = list.front().start;
+    for (const Pick& p : list) earliest = std::min(earliest, p.start);
+    for (const Pick& p : list) {
+      double* dst = t.templates.data_as<double>() + (i * channels + p.channel) * length;
+      // Only the picked window is converted: the data may be days long.
+      const Array cut = source.data.select(0, p.channel)
+                            .slice(0, p.start, p.start + length)
+                            .astype(DType::f64)
+                            .contiguous();
+      std::copy_n(cut.data_as<double>(), length, dst);
+      if (std::all_of(dst, dst + length, [](double x) { return x == 0.0; }))
+        throw InvalidInput(table + " line " + std::to_string(p.line) + ": the template window of " +
+                           source.channel_ids[static_cast<std::size_t>(p.channel)] +
+                           " is all zeros (a gap?): expected a waveform");
+      t.moveouts.data_as<std::int64_t>()[i * channels + p.channel] = p.start - earliest;
+      t.weights.data_as<double>()[i * channels + p.channel] = 1.0;
+    }
+  }
+  return t;
+}
+
+}  // namespace halfscope::io

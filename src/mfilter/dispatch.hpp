@@ -1,0 +1,100 @@
+// Internal: the validated, normalized form of a matched-filtering call that mfilter.cpp hands to
+// the CPU path, the GPU path (dispatch_cuda.cpp) and detection (detect.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "halfscope/core/array.hpp"
+#include "halfscope/mfilter.hpp"
+#include "mfilter/backends.hpp"
+
+namespace halfscope::mfilter {
+
+/// Auto picks the FFT for single precision on the GPU from this template length on: the
+/// overlap-save cost grows as log(L) per output against K for the direct methods.
+inline constexpr std::int64_t kFftMinTemplateLength = 1024;
+
+/// One call after validation. Templates are host float64 (Double) or float32 (everything else),
+/// C-contiguous (T * C * K), demeaned in FP64 in full normalization and scaled to unit energy in
+/// FP64 (CC does not depend on a template's scale), and a flat template channel (backends.hpp's
+/// rule, judged before rounding) is zeroed so every backend gives it CC = 0. Data are (C * L),
+/// float64 or float32, host, or device (float32) when the call runs on the GPU with device data;
+/// each channel is demeaned in FP64 over the whole channel in full normalization (so every time
+/// chunk sees the same shift) and, when max |S| lies outside [2^-32, 2^32], multiplied by a power
+/// of two bringing it into [0.5, 1) (exact), before the rounding to float32; `channel_offsets`
+/// holds each channel's removed mean in those scaled units (0 in short normalization) for the flat
+/// rule's raw sum. Moveouts are clamped to [-(L + 1), L + 1]: beyond that a window is outside the
+/// data for every correlation time either way, and the clamp keeps i * step + moveout + K far from
+/// int64 overflow.
+struct Prepared {
+  Dims dims;
+  MfMethod method = MfMethod::Direct;
+  Precision precision = Precision::Single;
+  bool on_gpu = false;          // runs a GPU method
+  bool data_on_device = false;  // the caller's data is device memory (result goes there)
+  Array templates, data;
+  std::vector<std::int64_t> moveouts;
+  std::vector<float> weights;
+  std::vector<double> channel_offsets;  // (C), see above
+  Shape out_shape;                      // (T, n_corr) or (T, C, n_corr)
+};
+
+/// Validates and converts (every message names the argument, what was expected and found).
+Prepared prepare(const Array& templates, const Array& data, const MfOptions& options,
+                 const MfNetwork& network);
+
+/// Runs a prepared CPU call into a host float32 array of out_shape.
+Array run_cpu(const Prepared& p);
+
+#if HALFSCOPE_WITH_CUDA
+/// Runs a prepared GPU call; the result lives where the caller's data lives. Device data: the
+/// whole device is synchronized first, so the caller's writes on any stream and prepare's upload
+/// (pageable cudaMemcpy on the legacy stream) are complete before the backends' non-blocking
+/// streams read them (the public API takes no stream).
+Array run_cuda(const Prepared& p);
+/// matched_filter_detect on the GPU: the stack of each time chunk searched on the device.
+std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& detect);
+/// Forces at most `max_corr` correlation times per GPU time chunk (0: size chunks from free
+/// device memory, the default), so tests can exercise the streaming on small inputs.
+void set_chunk_correlations_for_testing(std::int64_t max_corr);
+/// detect_peaks on a device stack: thresholds and candidates on the device, the exact
+/// declustering on the host.
+std::vector<Detection> detect_device_stack(const float* stack, std::int64_t templates,
+                                           std::int64_t n_corr, const DetectOptions& detect,
+                                           std::int64_t step, cudaStream_t stream);
+#endif
+
+/// Fills channels_used of each detection from a prepared call (mf_count_channels_used's rule:
+/// weight != 0, window inside the data, template channel not zero, window not flat by the CPU
+/// backends' window_inv_norms). InvalidInput for a detection outside the call's stack.
+void count_channels_used(std::vector<Detection>& detections, const Prepared& p);
+
+/// Exact strongest-first declustering of candidate peaks of one template (EQcorrscan's
+/// decluster: a peak is dropped when a kept one lies within `separation` correlation times,
+/// distance <= separation; ties in |value| go to the earlier time). Returns the kept peaks
+/// sorted by time.
+std::vector<Detection> decluster(std::vector<Detection> candidates, std::int64_t separation);
+
+/// min_separation (samples) in correlation times: two peaks d correlation times apart are d * step
+/// samples apart, within the separation when d * step <= min_separation, i.e. d <=
+/// floor(min_separation / step).
+std::int64_t separation_in_correlations(std::int64_t min_separation, std::int64_t step);
+
+/// The threshold of one stack row of n values: options.threshold (absolute) or
+/// options.threshold * median(|row|) (the mean of the two middle values for even n, as NumPy).
+/// `template_index` names the row in check_mad_median's error.
+double row_threshold(const float* row, std::int64_t n, const DetectOptions& options,
+                     std::int64_t template_index = 0);
+
+/// A MAD threshold of 0 (median |row| == 0: at least half the row exactly 0, e.g. a station
+/// zero-filled for half the day, or windows outside the data) would make every local maximum a
+/// detection. NumericalError naming the template, the row length and the remedy, when
+/// options.threshold > 0 and the median is 0; nothing otherwise.
+void check_mad_median(double median, std::int64_t template_index, std::int64_t n,
+                      const DetectOptions& options);
+
+/// Checks the detection options (finite threshold >= 0, min_separation >= 0, step >= 1).
+void validate_detect_options(const DetectOptions& options, std::int64_t step);
+
+}  // namespace halfscope::mfilter

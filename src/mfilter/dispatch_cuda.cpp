@@ -1,0 +1,411 @@
+// The GPU path of matched filtering: uploads, time chunks sized from free device memory, the
+// backend calls of backends.hpp, and detection on the device. Host data are streamed through in
+// time chunks (chunking.hpp), each a self-contained Problem: when one chunk holds everything it is
+// copied straight from the caller's memory; otherwise two pipeline slots (stream, device buffers,
+// pinned staging) alternate so the upload, compute and download of consecutive chunks overlap.
+// Device data are computed in place in one Problem with the result on the device.
+#include "halfscope/config.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/error.hpp"
+#include "mfilter/chunking.hpp"
+#include "mfilter/dispatch.hpp"
+#include "mfilter/pinned_pool.hpp"
+
+namespace halfscope::mfilter {
+
+namespace {
+
+std::atomic<std::int64_t> g_chunk_override{0};
+
+void call_backend(const Prepared& p, const DeviceProblem& dp) {
+  switch (p.method) {
+    case MfMethod::Naive:
+      return naive_cuda(dp);
+    case MfMethod::Cublas1:
+      return cublas_cuda(dp, 1);
+    case MfMethod::Cublas2:
+      return cublas_cuda(dp, 2);
+    case MfMethod::Cublas3:
+      return cublas_cuda(dp, 3);
+    case MfMethod::Cublas4:
+      return cublas_cuda(dp, 4);
+    case MfMethod::FFT:
+      return fft_cuda(dp);
+    case MfMethod::Tensor:
+      return tensor_cuda(dp, p.precision);
+    default:
+      break;
+  }
+  throw Unsupported("matched_filter: method " + std::string(mf_method_name(p.method)) +
+                    " has no GPU backend");
+}
+
+// Device bytes one correlation time of a chunk costs, all buffers of the call counted: the data
+// (step samples per channel), the window statistics (inverse norm and mean per sample), the output
+// column, and the method's own working set: the explicit Hankel observation matrix of the cuBLAS
+// variants (K samples per window, FP32 and an FP16 copy, and the T x n_corr GEMM result) and
+// cuFFT's complex spectra (about 4 floats per sample and channel, plus one per output).
+std::int64_t bytes_per_correlation(const Prepared& p) {
+  const Dims& d = p.dims;
+  const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
+  std::int64_t b = 4 * d.channels * d.step * 3 + 4 * rows;
+  switch (p.method) {
+    case MfMethod::Cublas1:
+    case MfMethod::Cublas2:
+    case MfMethod::Cublas3:
+    case MfMethod::Cublas4:
+      b += d.channels * (6 * d.length + 4 * d.templates);
+      break;
+    case MfMethod::FFT:
+      b += 4 * d.channels * d.step * 4 + 8 * rows;
+      break;
+    default:
+      break;
+  }
+  return b;
+}
+
+// Correlation times per chunk: a third of the free device memory (the rest stays for the
+// backend's scratch, the pool's fragmentation and other work on the device), at least one.
+// A shortage is a runtime condition of this device (exit 1), not bad input.
+std::int64_t chunk_correlations(const Prepared& p, std::int64_t fixed_bytes, std::int64_t spread) {
+  if (const std::int64_t forced = g_chunk_override.load(); forced > 0) return forced;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  HS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::int64_t budget = static_cast<std::int64_t>(free_bytes / 3) - fixed_bytes;
+  const std::int64_t per = bytes_per_correlation(p);
+  if (budget < per)
+    throw CudaError("matched_filter: " + std::to_string(free_bytes >> 20) +
+                    " MiB of free device memory (a third of it usable) cannot hold the templates, "
+                    "one correlation time and the " +
+                    std::to_string(p.dims.length + spread) +
+                    " samples (K = " + std::to_string(p.dims.length) + " plus the moveout spread " +
+                    std::to_string(spread) + ") every chunk needs on each of " +
+                    std::to_string(p.dims.channels) + " channels");
+  return std::max<std::int64_t>(1, budget / per);
+}
+
+// The moveout range that decides the chunks' sample overlap: over the channels that can
+// contribute, i.e. leaving out weight-0 channels of a network stack (never computed) and
+// channels whose windows lie outside the data at every correlation time (moveouts clamped to
+// +-(L + 1) by prepare); {0, 0} when none can. Leaving them out changes no result: a window
+// inside a chunk is inside the whole data (chunking.hpp), so an excluded channel stays outside.
+std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared& p) {
+  const Dims& d = p.dims;
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t j = 0; j < p.moveouts.size(); ++j) {
+    const std::int64_t m = p.moveouts[j];
+    if (d.network_sum && p.weights[j] == 0.0f) continue;
+    if (m > d.samples - d.length || (d.n_corr - 1) * d.step + m < 0) continue;
+    lo = any ? std::min(lo, m) : m;
+    hi = any ? std::max(hi, m) : m;
+    any = true;
+  }
+  return {lo, hi};
+}
+
+// Pinned staging per pipeline slot and direction is capped so that page-locking stays cheap
+// (pinning costs about a second per GiB); chunks of this size already amortize launches.
+inline constexpr std::int64_t kMaxStagingBytes = std::int64_t{256} << 20;
+
+// The device copies every chunk shares: templates and weights.
+struct Shared {
+  cuda::StreamScratch templates, weights;
+  Shared(const Prepared& p, cudaStream_t s)
+      : templates(p.templates.size() * 4, s),
+        weights(static_cast<std::int64_t>(p.weights.size()) * 4, s) {
+    HS_CUDA_CHECK(cudaMemcpyAsync(templates.get(), p.templates.data(),
+                                  static_cast<std::size_t>(p.templates.size()) * 4,
+                                  cudaMemcpyHostToDevice, s));
+    HS_CUDA_CHECK(cudaMemcpyAsync(weights.get(), p.weights.data(), p.weights.size() * 4,
+                                  cudaMemcpyHostToDevice, s));
+  }
+};
+
+// One pipeline slot: a stream, the device buffers of one chunk (data, moveouts, output) and
+// pinned staging for what goes up (data rows, then the chunk's moveouts) and comes down (the
+// output). Two slots alternate, so one chunk's upload and the CPU's staging of the next overlap
+// the other's compute and download. The destructor waits for the slot's work, so nothing is
+// freed under a pending copy when a backend throws.
+struct Slot {
+  cuda::Stream stream;
+  std::shared_ptr<Buffer> up, down;  // pinned; null on the single-chunk path
+  std::optional<cuda::StreamScratch> data, out, moveouts;
+  TimeChunk chunk;
+  bool busy = false;
+  Slot() = default;
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+  ~Slot() {
+    if (cudaStreamSynchronize(stream.get()) != cudaSuccess) (void)cudaGetLastError();
+  }
+};
+
+DeviceProblem problem_of(const Prepared& p, const Shared& sh, const Slot& sl, const float* data,
+                         float* out) {
+  DeviceProblem dp;
+  dp.dims = p.dims;
+  dp.dims.samples = sl.chunk.samples();
+  dp.dims.n_corr = sl.chunk.n_corr();
+  dp.templates = sh.templates.as<float>();
+  dp.data = data;
+  dp.moveouts = sl.moveouts->as<std::int64_t>();
+  dp.weights = sh.weights.as<float>();
+  dp.out = out;
+  dp.stream = sl.stream.get();
+  return dp;
+}
+
+// Runs the backend over the time chunks of a host-data call (or the one chunk of a device-data
+// call, written to `device_out` when given). After each backend call `enqueue(chunk, device
+// output, stream, pinned output staging or null)` queues what the caller needs on the slot's
+// stream; once that stream has finished, `complete(chunk, staging)` runs on the host.
+// `detect`: the output never leaves the device (no output staging, so its cap does not limit
+// the chunks) and every chunk carries a one-correlation halo (chunking.hpp) for the peak search.
+template <class Enqueue, class Complete>
+void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enqueue& enqueue,
+                    const Complete& complete) {
+  const Dims& d = p.dims;
+  const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
+  const std::int64_t n_mo = static_cast<std::int64_t>(p.moveouts.size());
+  // Declared before the slots so they are destroyed after them: a slot's destructor waits for
+  // its kernels, which read `shared`.
+  const cuda::Stream upload;
+  const Shared shared(p, upload.get());
+  HS_CUDA_CHECK(cudaStreamSynchronize(upload.get()));  // both slots read `shared`
+  Slot slots[2];
+  if (p.data_on_device) {
+    // The caller's device data may have been written on any stream, and prepare's upload is a
+    // pageable cudaMemcpy on the legacy stream that can return before its DMA ends; the slot
+    // stream is non-blocking, so nothing else orders them (the public API takes no stream).
+    HS_CUDA_CHECK(cudaDeviceSynchronize());
+    Slot& sl = slots[0];
+    const cudaStream_t s = sl.stream.get();
+    sl.chunk = TimeChunk{0, d.n_corr, 0, d.samples};
+    sl.moveouts.emplace(n_mo * 8, s);
+    HS_CUDA_CHECK(cudaMemcpyAsync(sl.moveouts->get(), p.moveouts.data(),
+                                  static_cast<std::size_t>(n_mo) * 8, cudaMemcpyHostToDevice, s));
+    if (!device_out) sl.out.emplace(rows * d.n_corr * 4, s);
+    float* out = device_out ? device_out : sl.out->as<float>();
+    call_backend(p, problem_of(p, shared, sl, p.data.data_as<float>(), out));
+    enqueue(sl.chunk, static_cast<const float*>(out), s, static_cast<float*>(nullptr));
+    HS_CUDA_CHECK(cudaStreamSynchronize(s));
+    complete(sl.chunk, static_cast<const float*>(nullptr));
+    return;
+  }
+  const auto [mo_min, mo_max] = contributing_moveout_range(p);
+  const std::int64_t spread = mo_max - mo_min;
+  const std::int64_t halo = detect ? 1 : 0;
+  const std::int64_t fixed = p.templates.size() * 4 + 4 * d.channels * (d.length + spread);
+  std::int64_t max_corr = chunk_correlations(p, fixed, spread);
+  const bool single = max_corr >= d.n_corr;  // one chunk: pageable copies, nothing to overlap
+  if (!single && g_chunk_override.load() == 0) {
+    // Two slots share the budget and each chunk computes its halo too; staging stays under its
+    // cap (uploads only in detection: its output stays on the device).
+    const std::int64_t per_corr_staged =
+        4 * (detect ? d.channels * d.step : std::max(d.channels * d.step, rows));
+    max_corr = std::max<std::int64_t>(
+        1, std::min(max_corr / 2, kMaxStagingBytes / per_corr_staged) - 2 * halo);
+  }
+  const auto chunks = plan_time_chunks(d.samples, d.length, d.step, d.n_corr, mo_min, mo_max,
+                                       max_corr, single ? 0 : halo);
+  std::int64_t max_samples = 0, max_n = 0;
+  for (const auto& ch : chunks) {
+    max_samples = std::max(max_samples, ch.samples());
+    max_n = std::max(max_n, ch.n_corr());
+  }
+  // Moveouts follow the data rows in the upload staging, 8-byte aligned.
+  const std::int64_t mo_offset = (d.channels * max_samples * 4 + 7) / 8 * 8;
+  for (Slot& sl : slots) {
+    sl.data.emplace(d.channels * max_samples * 4, sl.stream.get());
+    sl.out.emplace(rows * max_n * 4, sl.stream.get());
+    sl.moveouts.emplace(n_mo * 8, sl.stream.get());
+    if (!single) {
+      sl.up = acquire_pinned(mo_offset + n_mo * 8);  // cached across calls (pinned_pool.hpp)
+      if (!detect) sl.down = acquire_pinned(rows * max_n * 4);
+    }
+    if (single) break;
+  }
+  const float* host = p.data.data_as<float>();
+  std::vector<std::int64_t> mo_pageable(static_cast<std::size_t>(n_mo));
+  for (std::size_t j = 0; j < chunks.size(); ++j) {
+    Slot& sl = slots[single ? 0 : j % 2];
+    const cudaStream_t s = sl.stream.get();
+    if (sl.busy) {  // the slot's previous chunk: wait, hand it over, reuse the buffers
+      HS_CUDA_CHECK(cudaStreamSynchronize(s));
+      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr);
+      sl.busy = false;
+    }
+    const TimeChunk& ch = chunks[j];
+    // plan_time_chunks widens every chunk to (n_corr - 1) * step + K <= L samples.
+    assert(ch.samples() >= d.length);
+    sl.chunk = ch;
+    const std::size_t row_bytes = static_cast<std::size_t>(ch.samples()) * 4;
+    std::int64_t* mo =
+        sl.up ? reinterpret_cast<std::int64_t*>(static_cast<std::byte*>(sl.up->data()) + mo_offset)
+              : mo_pageable.data();
+    for (std::int64_t k = 0; k < n_mo; ++k)
+      mo[k] = chunk_moveout(p.moveouts[static_cast<std::size_t>(k)], ch, d.step);
+    if (sl.up) {
+      auto* stage = static_cast<float*>(sl.up->data());
+      for (std::int64_t c = 0; c < d.channels; ++c)
+        std::copy_n(host + c * d.samples + ch.sample_begin, ch.samples(), stage + c * ch.samples());
+      HS_CUDA_CHECK(cudaMemcpyAsync(sl.data->get(), stage, row_bytes * d.channels,
+                                    cudaMemcpyHostToDevice, s));
+    } else {
+      HS_CUDA_CHECK(cudaMemcpy2DAsync(sl.data->get(), row_bytes, host + ch.sample_begin,
+                                      static_cast<std::size_t>(d.samples) * 4, row_bytes,
+                                      static_cast<std::size_t>(d.channels), cudaMemcpyHostToDevice,
+                                      s));
+    }
+    HS_CUDA_CHECK(cudaMemcpyAsync(sl.moveouts->get(), mo, static_cast<std::size_t>(n_mo) * 8,
+                                  cudaMemcpyHostToDevice, s));
+    call_backend(p, problem_of(p, shared, sl, sl.data->as<float>(), sl.out->as<float>()));
+    enqueue(ch, static_cast<const float*>(sl.out->as<float>()), s,
+            sl.down ? static_cast<float*>(sl.down->data()) : nullptr);
+    sl.busy = true;
+    if (!sl.up) HS_CUDA_CHECK(cudaStreamSynchronize(s));  // pageable `mo` is read by now
+  }
+  for (Slot& sl : slots)
+    if (sl.busy) {
+      HS_CUDA_CHECK(cudaStreamSynchronize(sl.stream.get()));
+      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr);
+      sl.busy = false;
+    }
+}
+
+}  // namespace
+
+void set_chunk_correlations_for_testing(std::int64_t max_corr) {
+  g_chunk_override.store(max_corr);
+}
+
+Array run_cuda(const Prepared& p) {
+  const Dims& d = p.dims;
+  const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
+  if (p.data_on_device) {
+    Array result(DType::f32, p.out_shape, Memory::device);  // the backend writes it in place
+    for_each_chunk(
+        p, result.data_as<float>(), false,
+        [](const TimeChunk&, const float*, cudaStream_t, float*) {},
+        [](const TimeChunk&, const float*) {});
+    return result;
+  }
+  Array result = Array::zeros(DType::f32, p.out_shape);
+  float* host = result.data_as<float>();
+  for_each_chunk(
+      p, nullptr, false,
+      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float* staging) {
+        const std::size_t row_bytes = static_cast<std::size_t>(ch.n_corr()) * 4;
+        if (staging) {  // contiguous download into pinned memory; scattered in `complete`
+          HS_CUDA_CHECK(cudaMemcpyAsync(staging, out, row_bytes * static_cast<std::size_t>(rows),
+                                        cudaMemcpyDeviceToHost, s));
+        } else {  // rows of the chunk into their columns of the (rows, n_corr) result
+          HS_CUDA_CHECK(cudaMemcpy2DAsync(
+              host + ch.corr_begin, static_cast<std::size_t>(d.n_corr) * 4, out, row_bytes,
+              row_bytes, static_cast<std::size_t>(rows), cudaMemcpyDeviceToHost, s));
+        }
+      },
+      [&](const TimeChunk& ch, const float* staging) {
+        if (!staging) return;
+        for (std::int64_t r = 0; r < rows; ++r)
+          std::copy_n(staging + r * ch.n_corr(), ch.n_corr(), host + r * d.n_corr + ch.corr_begin);
+      });
+  return result;
+}
+
+namespace {
+
+// Candidate peaks of a device stack with their thresholds: local maxima of |x| above the row's
+// threshold (stack_candidates_cuda with a separation of 1, so no candidate that the exact
+// declustering would keep is lost). The stack holds n correlation times starting at global index
+// `corr_begin`, of which the first `halo_before` and the last `halo_after` belong to neighbouring
+// chunks: they only serve as the true neighbours of this chunk's edge values (a value on a rising
+// slope at an edge is no local maximum), and candidates there are left to their own chunk.
+std::vector<Detection> device_candidates(const float* stack, std::int64_t T, std::int64_t n,
+                                         const DetectOptions& o, std::int64_t step,
+                                         std::int64_t corr_begin, std::int64_t halo_before,
+                                         std::int64_t halo_after, cudaStream_t s) {
+  std::vector<double> thr(static_cast<std::size_t>(T), o.threshold);
+  if (o.type == ThresholdType::Mad) {
+    std::vector<double> medians(static_cast<std::size_t>(T));
+    stack_abs_medians_cuda(stack, T, n, medians.data(), s);
+    for (std::int64_t t = 0; t < T; ++t) {
+      const double m = medians[static_cast<std::size_t>(t)];
+      check_mad_median(m, t, n, o);
+      thr[static_cast<std::size_t>(t)] = o.threshold * m;
+    }
+  }
+  cuda::StreamScratch thr_dev(T * 8, s);
+  HS_CUDA_CHECK(
+      cudaMemcpyAsync(thr_dev.get(), thr.data(), thr.size() * 8, cudaMemcpyHostToDevice, s));
+  std::vector<Detection> c = stack_candidates_cuda(stack, T, n, thr_dev.as<double>(), 1, s);
+  HS_CUDA_CHECK(cudaStreamSynchronize(s));  // `thr` is read by now
+  std::vector<Detection> own;
+  own.reserve(c.size());
+  for (Detection& d : c) {
+    if (d.correlation_index < halo_before || d.correlation_index >= n - halo_after) continue;
+    d.correlation_index += corr_begin;
+    d.sample = d.correlation_index * step;
+    d.threshold = thr[static_cast<std::size_t>(d.template_index)];
+    own.push_back(d);
+  }
+  return own;
+}
+
+std::vector<Detection> decluster_all(std::vector<Detection> c, std::int64_t T,
+                                     std::int64_t separation) {
+  std::vector<std::vector<Detection>> per(static_cast<std::size_t>(T));
+  for (const Detection& d : c) per[static_cast<std::size_t>(d.template_index)].push_back(d);
+  std::vector<Detection> out;
+  for (auto& v : per) {
+    auto kept = decluster(std::move(v), separation);
+    out.insert(out.end(), kept.begin(), kept.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Detection> detect_device_stack(const float* stack, std::int64_t T, std::int64_t n,
+                                           const DetectOptions& o, std::int64_t step,
+                                           cudaStream_t s) {
+  return decluster_all(device_candidates(stack, T, n, o, step, 0, 0, 0, s), T,
+                       separation_in_correlations(o.min_separation, step));
+}
+
+std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
+  std::vector<Detection> all;
+  // The MAD threshold is taken over each chunk's stack, its halo included (over the whole row
+  // when one chunk holds all the data, the default whenever it fits in device memory; the chunks
+  // are of equal size, docs/mfilter.md). device_candidates waits for its stream, so the chunk's
+  // buffers are free again when it returns.
+  for_each_chunk(
+      p, nullptr, true,
+      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float*) {
+        auto c = device_candidates(out, p.dims.templates, ch.n_corr(), o, p.dims.step,
+                                   ch.corr_begin, ch.halo_before, ch.halo_after, s);
+        all.insert(all.end(), c.begin(), c.end());
+      },
+      [](const TimeChunk&, const float*) {});
+  return decluster_all(std::move(all), p.dims.templates,
+                       separation_in_correlations(o.min_separation, p.dims.step));
+}
+
+}  // namespace halfscope::mfilter
+
+#endif  // HALFSCOPE_WITH_CUDA

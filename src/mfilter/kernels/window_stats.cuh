@@ -1,0 +1,210 @@
+// Device code of window_stats_cuda: FP64 window statistics of the data (one translation unit
+// includes it: its kernels are not templates). Template statistics: template_stats.cuh.
+// window_stats_tile_kernel (K <= kTileMaxK) is the fast path; window_stats_kernel reads global
+// memory directly and serves longer templates.
+//
+// Flat rule (backends.hpp): a window is flat when its energy is <= kFlatRelative * its raw sum of
+// squares, or <= the rounding bound of the FP64 sums that produced it. The running sums are plain
+// FP64 updates after one compensated direct sum, so their error is bounded by the accumulated
+// u64 * (|running sum| + |terms|) of the updates (tracked as `drift`): a window of zeros after a
+// large event leaves a residue below that bound and is reported flat, as the CPU reference's exact
+// recomputation would find it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mfilter/backends.hpp"
+#include "mfilter/kernels/stats_common.cuh"
+
+namespace halfscope::mfilter::kernels {
+
+/// Energy of a window from its sums, or 0 when it is flat by the rule above.
+__device__ inline double window_energy(double sum, double sq, std::int64_t k, bool full,
+                                       double drift_sq, double drift_sum) {
+  double energy = sq;
+  double bound = 4.0 * drift_sq;
+  if (full) {
+    energy = sq - sum * sum / static_cast<double>(k);
+    // Error of sum^2 / K from the error of sum, plus its own rounding.
+    bound += 4.0 * (2.0 * fabs(sum) * drift_sum + drift_sum * drift_sum) / static_cast<double>(k) +
+             4.0 * kU64 * sq;
+  }
+  if (energy <= kFlatRelative * sq || energy <= bound) return 0.0;
+  return energy;
+}
+
+/// One thread per run of kWindowRun consecutive window starts of one channel: a compensated
+/// (Neumaier) direct sum for the first window, then FP64 add-one / drop-one updates.
+__global__ void window_stats_kernel(const float* __restrict__ data, std::int64_t channels,
+                                    std::int64_t length, std::int64_t k, std::int64_t run,
+                                    bool full, float* __restrict__ inv_norm,
+                                    float* __restrict__ mean) {
+  const std::int64_t windows = length - k + 1;
+  const std::int64_t runs = (windows + run - 1) / run;
+  for (std::int64_t g = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; g < channels * runs;
+       g += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t c = g / runs;
+    const std::int64_t first = (g % runs) * run;
+    const std::int64_t last = first + run < windows ? first + run : windows;
+    const float* x = data + c * length;
+    double sum = 0, sum_c = 0, sq = 0, sq_c = 0, abs_sum = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      const double v = x[first + j];
+      abs_sum += fabs(v);
+      const double v2 = v * v;  // exact: a float's square fits in a double's mantissa
+      double t = sum + v;
+      sum_c += fabs(sum) >= fabs(v) ? (sum - t) + v : (v - t) + sum;
+      sum = t;
+      t = sq + v2;
+      sq_c += sq >= v2 ? (sq - t) + v2 : (v2 - t) + sq;
+      sq = t;
+    }
+    sum += sum_c;
+    sq += sq_c;
+    // Compensated sums are correct to ~2 u64 of the sum of |terms|.
+    double drift_sq = 2.0 * kU64 * sq, drift_sum = 2.0 * kU64 * abs_sum;
+    for (std::int64_t s = first; s < last; ++s) {
+      if (s > first) {
+        const double in = x[s + k - 1], out = x[s - 1];
+        sum += in - out;
+        sq += in * in - out * out;
+        drift_sum += 2.0 * kU64 * (fabs(sum) + fabs(in) + fabs(out));
+        drift_sq += 2.0 * kU64 * (fabs(sq) + in * in + out * out);
+      }
+      const double energy = window_energy(sum, sq, k, full, drift_sq, drift_sum);
+      const std::int64_t o = c * windows + s;
+      inv_norm[o] = energy > 0 ? static_cast<float>(rsqrt(energy)) : 0.0f;  // as the tile kernel
+      if (mean) mean[o] = static_cast<float>(sum / static_cast<double>(k));
+    }
+  }
+}
+
+/// Window starts per thread and per block of the tiled kernel (window_stats_tile_kernel):
+/// 16 updates per run keep the drift small; 128 threads x 16 gives a 4.32e6-window channel 2110
+/// blocks (several per SM slot, so no half-empty last wave).
+inline constexpr int kTileRun = 16;
+inline constexpr int kTileThreads = 128;
+inline constexpr int kTileWindows = kTileRun * kTileThreads;
+/// Longest template the tiled kernel stages (its shared memory stays under the default 48 KB);
+/// longer ones use window_stats_kernel.
+inline constexpr std::int64_t kTileMaxK = 2048;
+/// Samples per segment: the first window of every run is a sum of K / 16 segment sums, so runs
+/// must start on segment boundaries.
+inline constexpr int kSegment = 16;
+static_assert(kTileRun == kSegment, "every run starts on a segment boundary");
+
+/// Dynamic shared memory of window_stats_tile_kernel for templates of k samples.
+inline std::int64_t tile_shared_bytes(std::int64_t k, bool full) {
+  const std::int64_t samples = (kTileWindows + k - 1 + kSegment - 1) / kSegment * kSegment;
+  return samples / kSegment * 5 * 8 + samples * 4 + (full ? 2 : 1) * kTileWindows * 4;
+}
+
+/// Neumaier step: adds v to (s, comp).
+__device__ inline void neumaier(double& s, double& comp, double v) {
+  const double t = s + v;
+  comp += fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s;
+  s = t;
+}
+
+/// Tiled window statistics: a block owns kTileWindows consecutive window starts of one channel,
+/// stages their samples in shared memory (coalesced), computes compensated sums of 16-sample
+/// segments once, builds each run's first window from K / 16 segment sums (compensated again,
+/// so the error stays ~2 u64 of the sum of |terms|, as for a direct compensated sum) plus the
+/// remaining K % 16 samples, then does kTileRun - 1 add-one / drop-one FP64 updates with the
+/// same drift tracking as window_stats_kernel. Outputs go through shared memory so every global
+/// store is coalesced. Only for k <= kTileMaxK.
+__global__ void __launch_bounds__(kTileThreads)
+    window_stats_tile_kernel(const float* __restrict__ data, std::int64_t channels,
+                             std::int64_t length, std::int64_t k, bool full,
+                             float* __restrict__ inv_norm, float* __restrict__ mean) {
+  extern __shared__ double tile_smem[];
+  const std::int64_t windows = length - k + 1;
+  const std::int64_t tiles = (windows + kTileWindows - 1) / kTileWindows;
+  const int kk = static_cast<int>(k);
+  const int samples = (kTileWindows + kk - 1 + kSegment - 1) / kSegment * kSegment;
+  const int segments = samples / kSegment;
+  double* seg_sum = tile_smem;
+  double* seg_sum_c = seg_sum + segments;
+  double* seg_sq = seg_sum_c + segments;
+  double* seg_sq_c = seg_sq + segments;
+  double* seg_abs = seg_sq_c + segments;
+  float* xs = reinterpret_cast<float*>(seg_abs + segments);
+  float* out_inv = xs + samples;
+  float* out_mean = out_inv + kTileWindows;
+  const int tid = static_cast<int>(threadIdx.x);
+  for (std::int64_t tile = blockIdx.x; tile < channels * tiles; tile += gridDim.x) {
+    const std::int64_t c = tile / tiles, w0 = (tile % tiles) * kTileWindows;
+    const int nw = static_cast<int>(windows - w0 < kTileWindows ? windows - w0 : kTileWindows);
+    const float* x = data + c * length + w0;
+    const int avail = static_cast<int>(length - w0 < samples ? length - w0 : samples);
+    // Samples past the data are zero; only segments inside some first window are ever read.
+    for (int j = tid; j < samples; j += kTileThreads) xs[j] = j < avail ? x[j] : 0.0f;
+    __syncthreads();
+    for (int sg = tid; sg < segments; sg += kTileThreads) {
+      double sum = 0, sum_c = 0, sq = 0, sq_c = 0, abs_sum = 0;
+#pragma unroll
+      for (int j = 0; j < kSegment; ++j) {
+        const double v = xs[sg * kSegment + j];
+        abs_sum += fabs(v);
+        neumaier(sum, sum_c, v);
+        neumaier(sq, sq_c, v * v);  // exact square: a float's fits in a double's mantissa
+      }
+      seg_sum[sg] = sum, seg_sum_c[sg] = sum_c, seg_sq[sg] = sq, seg_sq_c[sg] = sq_c;
+      seg_abs[sg] = abs_sum;
+    }
+    __syncthreads();
+    const int first = tid * kTileRun;
+    if (first < nw) {
+      double sum = 0, sum_c = 0, sq = 0, sq_c = 0, abs_sum = 0;
+      const int whole = kk / kSegment;
+      // Runs start on segment boundaries (kTileRun == kSegment).
+      for (int j = 0; j < whole; ++j) {
+        const int sg = first / kSegment + j;
+        neumaier(sum, sum_c, seg_sum[sg]);
+        sum_c += seg_sum_c[sg];
+        neumaier(sq, sq_c, seg_sq[sg]);
+        sq_c += seg_sq_c[sg];
+        abs_sum += seg_abs[sg];
+      }
+      for (int j = whole * kSegment; j < kk; ++j) {
+        const double v = xs[first + j];
+        abs_sum += fabs(v);
+        neumaier(sum, sum_c, v);
+        neumaier(sq, sq_c, v * v);
+      }
+      sum += sum_c;
+      sq += sq_c;
+      // As window_stats_kernel: the compensated sums are correct to ~2 u64 of the sum of
+      // |terms|; the drift terms are accumulated unscaled and multiplied by 2 u64 at use.
+      double acc_sq = sq, acc_sum = abs_sum;
+      const int last = first + kTileRun < nw ? first + kTileRun : nw;
+      for (int s = first; s < last; ++s) {
+        if (s > first) {
+          const double in = xs[s + kk - 1], out = xs[s - 1];
+          sum += in - out;
+          sq += in * in - out * out;
+          acc_sum += fabs(sum) + fabs(in) + fabs(out);
+          acc_sq += fabs(sq) + in * in + out * out;
+        }
+        const double energy =
+            window_energy(sum, sq, k, full, 2.0 * kU64 * acc_sq, 2.0 * kU64 * acc_sum);
+        // rsqrt: within an FP64 ulp or so of 1 / sqrt (CUDA math API), far below the FP32
+        // rounding that follows, at a fraction of a square root and a division.
+        out_inv[s] = energy > 0 ? static_cast<float>(rsqrt(energy)) : 0.0f;
+        if (full) out_mean[s] = static_cast<float>(sum / static_cast<double>(k));
+      }
+    }
+    __syncthreads();
+    float* dst_inv = inv_norm + c * windows + w0;
+    for (int j = tid; j < nw; j += kTileThreads) dst_inv[j] = out_inv[j];
+    if (full) {
+      float* dst_mean = mean + c * windows + w0;
+      for (int j = tid; j < nw; j += kTileThreads) dst_mean[j] = out_mean[j];
+    }
+    __syncthreads();  // xs, the segments and the outputs are reused by the next tile
+  }
+}
+
+}  // namespace halfscope::mfilter::kernels

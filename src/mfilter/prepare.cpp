@@ -1,0 +1,300 @@
+// Validation and conversion of a matched-filtering call (dispatch.hpp's Prepared). Every message
+// names the argument, what was expected and what was found.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "halfscope/core/error.hpp"
+#include "mfilter/chunking.hpp"
+#include "mfilter/dispatch.hpp"
+
+namespace halfscope::mfilter {
+
+namespace {
+
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
+
+Array host_contiguous(const Array& a) {
+  return a.on_device() ? a.to(Memory::host) : a.contiguous();
+}
+
+// The host array as C-contiguous `want` (f32 or f64), every value finite and representable;
+// `where(i)` names the element at linear index i for the message. No copy when it already is.
+template <class Where>
+Array to_real(const Array& in, DType want, const char* what, const Where& where) {
+  Array src = host_contiguous(in);
+  const auto fail = [&](std::int64_t i, double v, const char* why) {
+    throw InvalidInput("matched_filter: " + std::string(what) + ": " + why + " (" +
+                       std::to_string(v) + ") at " + where(i) + "; expected finite values" +
+                       (std::string(what) == "data" ? " (fill gaps with zeros)" : ""));
+  };
+  const std::int64_t n = src.size();
+  if (src.dtype() == want) {
+    if (want == DType::f32) {
+      const float* p = src.data_as<float>();
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(p[i])) fail(i, p[i], std::isnan(p[i]) ? "NaN" : "infinite value");
+    } else {
+      const double* p = src.data_as<double>();
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(p[i])) fail(i, p[i], std::isnan(p[i]) ? "NaN" : "infinite value");
+    }
+    return src;
+  }
+  const Array d = src.dtype() == DType::f64 ? src : src.astype(DType::f64);
+  const double* p = d.data_as<double>();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) fail(i, p[i], std::isnan(p[i]) ? "NaN" : "infinite value");
+  if (want == DType::f64) return d;
+  Array f(DType::f32, d.shape());
+  float* q = f.data_as<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (std::fabs(p[i]) > static_cast<double>(FLT_MAX)) fail(i, p[i], "value beyond float32");
+    q[i] = static_cast<float>(p[i]);
+  }
+  return f;
+}
+
+// The power of two 2^-e with max_abs * 2^-e in [0.5, 1) (1 for max_abs == 0): multiplying by it
+// is exact in FP64 for every sample that stays a normal number, i.e. every sample above
+// 2^-1022 max_abs, so it changes no CC.
+double unit_power_of_two(double max_abs) {
+  if (!(max_abs > 0)) return 1.0;
+  int e = 0;
+  (void)std::frexp(max_abs, &e);
+  return std::ldexp(1.0, -e);
+}
+
+/// Data channels whose largest magnitude lies in [kDataBandLow, kDataBandHigh] are not scaled:
+/// against unit-energy templates (|t| <= 1) their FP32 products stay below 2^32 K, far from
+/// FP32's overflow, and above 2^-32 times a template sample, far above FP32's normal minimum
+/// 2^-126 for every template sample that matters (|t| > 2^-60, i.e. 2^-60 relative to the
+/// template's norm). Leaving them as they are keeps the caller's float32 values bit for bit and
+/// lets device data be computed in place; outside the band the channel is scaled into [0.5, 1).
+inline constexpr double kDataBandLow = 0x1p-32, kDataBandHigh = 0x1p+32;
+
+// 1 when max_abs is 0 or lies in [lo, hi], else unit_power_of_two(max_abs).
+double power_of_two_outside(double max_abs, double lo, double hi) {
+  return max_abs == 0 || (max_abs >= lo && max_abs <= hi) ? 1.0 : unit_power_of_two(max_abs);
+}
+
+double max_abs_of(const double* x, std::int64_t n) {
+  double m = 0;
+  for (std::int64_t k = 0; k < n; ++k) m = std::max(m, std::fabs(x[k]));
+  return m;
+}
+
+// Templates in FP64: each channel brought to max |t| in [0.5, 1) (exact), demeaned in full
+// normalization, zeroed when flat (dispatch.hpp), and scaled to unit energy, then rounded to the
+// storage the method computes from. Unit energy keeps every product t * S of the FP32 and BF16
+// paths far from FP32's overflow and underflow whatever the caller's units (templates and data
+// near 1e-21 would give FP32 subnormal products, near 1e10 and 1e30 infinite ones); CC does not
+// depend on a template's scale.
+Array prepare_templates(const Array& templates, const Dims& d, DType want) {
+  const std::int64_t C = d.channels, K = d.length;
+  const auto where = [&](std::int64_t i) {
+    return "template " + str(i / (C * K)) + ", channel " + str(i / K % C) + ", sample " +
+           str(i % K);
+  };
+  Array t = to_real(templates, DType::f64, "templates", where);
+  if (t.buffer() == templates.buffer()) t = t.clone(Memory::host);  // never modify the input
+  double* v = t.data_as<double>();
+  for (std::int64_t j = 0; j < d.templates * C; ++j) {
+    double* x = v + j * K;
+    const double pre = unit_power_of_two(max_abs_of(x, K));  // no FP64 overflow in the sums
+    double raw = 0, mean = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      x[k] *= pre;
+      raw += x[k] * x[k];
+      mean += x[k];
+    }
+    mean /= static_cast<double>(K);
+    double energy = raw;
+    if (d.normalize == MfNormalize::Full) {
+      energy = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        x[k] -= mean;
+        energy += x[k] * x[k];
+      }
+      if (energy <= kFlatRelative * raw) energy = 0;
+    }
+    if (energy == 0) {
+      std::fill(x, x + K, 0.0);
+      continue;
+    }
+    const double unit = 1.0 / std::sqrt(energy);
+    for (std::int64_t k = 0; k < K; ++k) x[k] *= unit;
+  }
+  return want == DType::f64 ? t : to_real(t, DType::f32, "templates", where);
+}
+
+// Data in FP64, per channel: in full normalization minus the channel's FP64 mean (full CC does
+// not change under a constant shift, and the operands then round relative to |S - mean| instead
+// of |S|: with an offset 1e3 times the noise, FP16 operands would otherwise carry errors ~1e3 u
+// relative to the window's fluctuation); then, when max |S| lies outside [2^-32, 2^32], times the
+// power of two that brings it into [0.5, 1), exact, so FP32 and BF16 products can neither
+// underflow nor overflow (kDataBandLow). `offsets` receives each channel's mean in the scaled
+// units (the flat rule adds it back, window_stats.hpp) and `changed` whether any value differs
+// from the caller's. One channel at a time in FP64, so the only full-size copy is the result in
+// the storage precision.
+Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<double>& offsets,
+                   bool& changed) {
+  const std::int64_t C = d.channels, L = d.samples;
+  Array src = host_contiguous(data);
+  if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
+  Array out(want, {C, L});
+  std::vector<double> row(static_cast<std::size_t>(L));
+  double* s = row.data();
+  offsets.assign(static_cast<std::size_t>(C), 0.0);
+  changed = false;
+  for (std::int64_t c = 0; c < C; ++c) {
+    if (src.dtype() == DType::f32)
+      std::copy_n(src.data_as<float>() + c * L, L, s);
+    else
+      std::copy_n(src.data_as<double>() + c * L, L, s);
+    for (std::int64_t k = 0; k < L; ++k)
+      if (!std::isfinite(s[k]))
+        throw InvalidInput(
+            "matched_filter: data: " + std::string(std::isnan(s[k]) ? "NaN" : "infinite value") +
+            " (" + std::to_string(s[k]) + ") at channel " + str(c) + ", sample " + str(k) +
+            "; expected finite values (fill gaps with zeros)");
+    // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
+    const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
+    double mean = 0;
+    if (d.normalize == MfNormalize::Full) {
+      for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
+      mean /= static_cast<double>(L);
+    }
+    for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
+    const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
+    for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
+    offsets[static_cast<std::size_t>(c)] = mean * post;
+    changed = changed || mean != 0 || pre * post != 1.0;
+    // max |s| <= 2^32 now: the float32 conversion cannot overflow.
+    if (want == DType::f64)
+      std::copy_n(s, L, out.data_as<double>() + c * L);
+    else
+      std::transform(s, s + L, out.data_as<float>() + c * L,
+                     [](double v) { return static_cast<float>(v); });
+  }
+  return out;
+}
+
+void prepare_network(Prepared& p, const MfNetwork& net) {
+  const Dims& d = p.dims;
+  const std::int64_t n = d.templates * d.channels;
+  const Shape want{d.templates, d.channels};
+  const auto check_shape = [&](const Array& a, const char* what) {
+    const bool one_channel_1d = d.channels == 1 && a.ndim() == 1 && a.dim(0) == d.templates;
+    if (a.shape() != want && !one_channel_1d)
+      throw InvalidInput("matched_filter: " + std::string(what) + ": expected shape " +
+                         shape_to_string(want) + " (templates, channels), found " + a.describe());
+  };
+  // A window starts within [moveout, (n_corr - 1) * step + moveout]; beyond +-(L + 1) every window
+  // is outside the data, so the clamp changes no result (dispatch.hpp).
+  const std::int64_t bound = d.samples + 1;
+  p.moveouts.assign(static_cast<std::size_t>(n), 0);
+  if (!net.moveouts.empty()) {
+    check_shape(net.moveouts, "moveouts");
+    if (dtype_is_float(net.moveouts.dtype()))
+      throw InvalidInput("matched_filter: moveouts: expected integers (samples), found " +
+                         net.moveouts.describe());
+    const Array m = host_contiguous(net.moveouts);
+    for (std::int64_t j = 0; j < n; ++j)
+      p.moveouts[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(
+          std::clamp(m.at_as_double(j), -static_cast<double>(bound), static_cast<double>(bound)));
+  }
+  p.weights.assign(static_cast<std::size_t>(n), 1.0f);
+  if (!net.weights.empty()) {
+    check_shape(net.weights, "weights");
+    const Array w = to_real(net.weights, DType::f32, "weights", [&](std::int64_t i) {
+      return "template " + str(i / d.channels) + ", channel " + str(i % d.channels);
+    });
+    std::copy_n(w.data_as<float>(), n, p.weights.begin());
+  }
+}
+
+}  // namespace
+
+Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
+                 const MfNetwork& network) {
+  if (templates.empty()) throw InvalidInput("matched_filter: templates: empty array");
+  if (data.empty()) throw InvalidInput("matched_filter: data: empty array");
+  if (templates.ndim() != 2 && templates.ndim() != 3)
+    throw InvalidInput(
+        "matched_filter: templates: expected shape (templates, channels, samples) or "
+        "(templates, samples), found " +
+        templates.describe());
+  if (data.ndim() != 1 && data.ndim() != 2)
+    throw InvalidInput(
+        "matched_filter: data: expected shape (channels, samples) or (samples), "
+        "found " +
+        data.describe());
+  Prepared p;
+  Dims& d = p.dims;
+  d.templates = templates.dim(0);
+  d.channels = templates.ndim() == 3 ? templates.dim(1) : 1;
+  d.length = templates.dim(templates.ndim() - 1);
+  d.samples = data.dim(data.ndim() - 1);
+  const std::int64_t data_channels = data.ndim() == 2 ? data.dim(0) : 1;
+  if (templates.size() == 0)
+    throw InvalidInput("matched_filter: templates: empty array " + templates.describe());
+  if (data.size() == 0) throw InvalidInput("matched_filter: data: empty array " + data.describe());
+  if (data_channels != d.channels)
+    throw InvalidInput("matched_filter: templates have " + str(d.channels) +
+                       " channel(s) but the data have " + str(data_channels) + " (templates " +
+                       templates.describe() + ", data " + data.describe() + ")");
+  d.step = o.step;
+  d.n_corr = mf_correlation_count(d.samples, d.length, o.step);
+  d.normalize = o.normalize;
+  d.network_sum = o.network_sum;
+  (void)output_elements(d.templates, d.channels, d.n_corr, d.network_sum);
+  p.out_shape =
+      d.network_sum ? Shape{d.templates, d.n_corr} : Shape{d.templates, d.channels, d.n_corr};
+
+  // Device and method: device inputs pull Auto to the GPU; Direct always runs on the CPU.
+  DeviceKind device = o.device;
+  if (device == DeviceKind::Auto && (data.on_device() || templates.on_device()))
+    device = DeviceKind::Cuda;
+  device = resolve_device(device);
+  MfOptions resolved = o;
+  resolved.device = device;
+  if (!o.precision && o.method == MfMethod::Auto)
+    resolved.precision = device == DeviceKind::Cuda ? Precision::Split : Precision::Single;
+  p.method = mf_resolve_method(resolved, d.length);
+  p.precision = resolved.precision.value_or(mf_default_precision(p.method));
+  const DeviceKind runs_on = p.method == MfMethod::Direct ? DeviceKind::Cpu : device;
+  const auto ok = mf_supported_precisions(p.method, runs_on);
+  const std::string method(mf_method_name(p.method));
+  if (ok.empty())
+    throw Unsupported("matched_filter: method " + method +
+                      " runs only on the GPU (device resolved to the CPU)");
+  if (std::find(ok.begin(), ok.end(), p.precision) == ok.end())
+    throw Unsupported("matched_filter: method " + method + " does not support precision " +
+                      std::string(precision_name(p.precision)) + "; it supports " +
+                      precision_list(ok));
+  p.on_gpu = runs_on == DeviceKind::Cuda;
+  p.data_on_device = data.on_device();
+
+  const DType want = p.precision == Precision::Double ? DType::f64 : DType::f32;
+  p.templates =
+      prepare_templates(templates, d, want).reshape({d.templates * d.channels * d.length});
+  // Finiteness is checked on the host, also for device data (one copy, O(L) next to O(K L)).
+  bool changed = false;
+  Array x = prepare_data(data, d, want, p.channel_offsets, changed);
+  // Computed in place when the device data are already f32 and need no shift or scale;
+  // otherwise uploaded (run_cuda synchronizes the device before reading it, dispatch.hpp).
+  if (p.on_gpu && p.data_on_device)
+    x = !changed && data.dtype() == want && data.is_c_contiguous()
+            ? data.reshape({d.channels, d.samples})
+            : x.to(Memory::device);
+  p.data = std::move(x);
+  prepare_network(p, network);
+  return p;
+}
+
+}  // namespace halfscope::mfilter

@@ -6,9 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/chunking.hpp"
 #include "mfilter/dispatch.hpp"
+#if HALFSCOPE_WITH_CUDA
+#include "mfilter/prepare_cuda.hpp"
+#endif
 
 namespace halfscope::mfilter {
 
@@ -184,6 +188,48 @@ Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<dou
   return out;
 }
 
+#if HALFSCOPE_WITH_CUDA
+// prepare_data for C-contiguous f32/f64 device data, without the round trip through the host:
+// the statistics (non-finite count, min, max, FP64 sum) come from one device pass, the factors
+// from the same rules as prepare_data, and any shift or scaling is applied on the device with the
+// host's FP64 arithmetic. Returns the data itself when nothing changes. Non-finite data go
+// through prepare_data, whose message names the channel and sample.
+Array prepare_device_data(const Array& data, const Dims& d, DType want,
+                          std::vector<double>& offsets) {
+  const std::int64_t C = d.channels, L = d.samples;
+  const auto n = static_cast<std::size_t>(C);
+  std::vector<DeviceChannelStats> st = device_channel_stats(data, C, L, {});
+  for (const DeviceChannelStats& s : st)
+    if (s.non_finite > 0) {
+      bool changed = false;
+      return prepare_data(data, d, want, offsets, changed);  // throws with the exact position
+    }
+  std::vector<double> pre(n), mean(n, 0.0), post(n);
+  bool rescaled = false;
+  for (std::size_t c = 0; c < n; ++c) {
+    pre[c] = power_of_two_outside(std::max(std::fabs(st[c].min), std::fabs(st[c].max)), 0x1p-960,
+                                  0x1p+960);
+    rescaled = rescaled || pre[c] != 1.0;
+  }
+  // The sums must be of x * pre (so that they cannot overflow): a second pass, only for f64 data
+  // beyond 2^+-960 in full normalization.
+  if (rescaled && d.normalize == MfNormalize::Full) st = device_channel_stats(data, C, L, pre);
+  bool changed = data.dtype() != want;
+  offsets.assign(n, 0.0);
+  for (std::size_t c = 0; c < n; ++c) {
+    if (d.normalize == MfNormalize::Full) mean[c] = st[c].sum / static_cast<double>(L);
+    // x -> fl(x pre - mean) is monotone, so the largest |s| of prepare_data is at min or max x.
+    const double hi =
+        std::max(std::fabs(st[c].max * pre[c] - mean[c]), std::fabs(st[c].min * pre[c] - mean[c]));
+    post[c] = power_of_two_outside(hi, kDataBandLow, kDataBandHigh);
+    offsets[c] = mean[c] * post[c];
+    changed = changed || mean[c] != 0 || pre[c] * post[c] != 1.0;
+  }
+  if (!changed) return data.reshape({C, L});
+  return device_shift_scale(data, C, L, want, pre, mean, post);
+}
+#endif
+
 void prepare_network(Prepared& p, const MfNetwork& net) {
   const Dims& d = p.dims;
   const std::int64_t n = d.templates * d.channels;
@@ -283,10 +329,21 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
   const DType want = p.precision == Precision::Double ? DType::f64 : DType::f32;
   p.templates =
       prepare_templates(templates, d, want).reshape({d.templates * d.channels * d.length});
-  // Finiteness is checked on the host, also for device data (one copy, O(L) next to O(K L)).
+#if HALFSCOPE_WITH_CUDA
+  // C-contiguous f32/f64 device data for a GPU method are checked and prepared on the device
+  // (a copy to the host would cost far more than the matched filter itself).
+  if (p.on_gpu && p.data_on_device && data.is_c_contiguous() &&
+      (data.dtype() == DType::f32 || data.dtype() == DType::f64) && d.channels <= 65535) {
+    p.data = prepare_device_data(data, d, want, p.channel_offsets);
+    if (!p.data.on_device()) p.data = p.data.to(Memory::device);  // host fallback's result
+    prepare_network(p, network);
+    return p;
+  }
+#endif
+  // Host data, and device data of other types or layouts: checked and prepared on the host.
   bool changed = false;
   Array x = prepare_data(data, d, want, p.channel_offsets, changed);
-  // Computed in place when the device data are already f32 and need no shift or scale;
+  // Computed in place when the device data are already `want` and need no shift or scale;
   // otherwise uploaded (run_cuda synchronizes the device before reading it, dispatch.hpp).
   if (p.on_gpu && p.data_on_device)
     x = !changed && data.dtype() == want && data.is_c_contiguous()

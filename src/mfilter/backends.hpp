@@ -32,6 +32,10 @@ struct Dims {
   std::int64_t n_corr = 0;  // correlation times in this chunk
   MfNormalize normalize = MfNormalize::Short;
   bool network_sum = true;
+  /// GPU only: (C) device array of what dispatch subtracted from each channel (as
+  /// HostProblem::channel_offsets), read by window_stats_cuda's full-normalization flat rule;
+  /// null: 0 for every channel. CPU backends ignore it (they use HostProblem's).
+  const double* channel_offsets = nullptr;
 };
 
 /// A window is flat when its energy is no larger than kFlatRelative times the sum of the

@@ -122,12 +122,16 @@ std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared&
 // (pinning costs about a second per GiB); chunks of this size already amortize launches.
 inline constexpr std::int64_t kMaxStagingBytes = std::int64_t{256} << 20;
 
-// The device copies every chunk shares: templates and weights.
+// The device copies every chunk shares: templates, weights and the channel offsets.
 struct Shared {
-  cuda::StreamScratch templates, weights;
+  cuda::StreamScratch templates, weights, offsets;  // offsets: Dims::channel_offsets
   Shared(const Prepared& p, cudaStream_t s)
       : templates(p.templates.size() * 4, s),
-        weights(static_cast<std::int64_t>(p.weights.size()) * 4, s) {
+        weights(static_cast<std::int64_t>(p.weights.size()) * 4, s),
+        offsets(static_cast<std::int64_t>(p.channel_offsets.size()) * 8, s) {
+    if (!p.channel_offsets.empty())
+      HS_CUDA_CHECK(cudaMemcpyAsync(offsets.get(), p.channel_offsets.data(),
+                                    p.channel_offsets.size() * 8, cudaMemcpyHostToDevice, s));
     HS_CUDA_CHECK(cudaMemcpyAsync(templates.get(), p.templates.data(),
                                   static_cast<std::size_t>(p.templates.size()) * 4,
                                   cudaMemcpyHostToDevice, s));
@@ -161,6 +165,7 @@ DeviceProblem problem_of(const Prepared& p, const Shared& sh, const Slot& sl, co
   dp.dims = p.dims;
   dp.dims.samples = sl.chunk.samples();
   dp.dims.n_corr = sl.chunk.n_corr();
+  dp.dims.channel_offsets = p.channel_offsets.empty() ? nullptr : sh.offsets.as<double>();
   dp.templates = sh.templates.as<float>();
   dp.data = data;
   dp.moveouts = sl.moveouts->as<std::int64_t>();

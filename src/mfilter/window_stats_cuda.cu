@@ -3,13 +3,16 @@
 //
 // Each thread owns a run of consecutive window starts: a compensated K-sum for the first, then
 // add-one / drop-one FP64 updates (kernels/window_stats.cuh). Restarting per run keeps the
-// running sums' drift to ~run * u64 of the largest energy in the run, which the flat rule bounds
-// explicitly. For K <= kTileMaxK (the fast path: 16-window runs, the block's samples staged in
-// shared memory, first windows built from shared 16-sample segment sums, coalesced stores) the
-// FP64 work is ~60-90 operations per window, ~17-25 us for 4.32e6 windows at Hopper's 64 FP64
-// operations per SM clock; measured on an H200: 47 us (was 140 us with 64-window runs reading
-// global memory, which longer templates still use). Floors (one channel of 4.32e6 samples,
-// K = 256): ~17-35 MB of DRAM traffic, ~8 us at 4.2 TB/s.
+// running sums' drift to ~run * u64 of the largest energy in the run; windows whose energy is not
+// well above that drift (quiet windows right after a loud burst) or near the flat threshold are
+// recomputed directly, so flat decisions are the CPU reference's (window_stats.cpp), including
+// the channel offsets that dispatch removed (Dims::channel_offsets). For K <= kTileMaxK (the fast
+// path: 16-window runs, the block's samples staged in shared memory, first windows built from
+// shared 16-sample segment sums, coalesced stores) the FP64 work is ~60-90 operations per window,
+// ~17-25 us for 4.32e6 windows at Hopper's 64 FP64 operations per SM clock; measured on an
+// H200 before the rare path was added (a few more operations per window): 47 us (was 140 us with
+// 64-window runs reading global memory, which longer templates still use).
+// Floors (one channel of 4.32e6 samples, K = 256): ~17-35 MB of DRAM traffic, ~8 us at 4.2 TB/s.
 #include <algorithm>
 
 #include "halfscope/core/cuda.hpp"
@@ -38,7 +41,8 @@ void window_stats_cuda(const Dims& dims, const float* data, float* inv_norm, flo
     kernels::window_stats_tile_kernel<<<
         cuda::grid_blocks(tiles * kernels::kTileThreads, kernels::kTileThreads, 8),
         kernels::kTileThreads, static_cast<std::size_t>(smem), stream>>>(
-        data, dims.channels, dims.samples, dims.length, full, inv_norm, full ? mean : nullptr);
+        data, dims.channels, dims.samples, dims.length, full, dims.channel_offsets, inv_norm,
+        full ? mean : nullptr);
     HS_CHECK_LAUNCH();
     return;
   }
@@ -47,8 +51,8 @@ void window_stats_cuda(const Dims& dims, const float* data, float* inv_norm, flo
   if (runs == 0) return;
   kernels::window_stats_kernel<<<cuda::grid_blocks(runs, tuning::kThreads, tuning::kBlocksPerSm),
                                  tuning::kThreads, 0, stream>>>(
-      data, dims.channels, dims.samples, dims.length, tuning::kWindowRun, full, inv_norm,
-      full ? mean : nullptr);
+      data, dims.channels, dims.samples, dims.length, tuning::kWindowRun, full,
+      dims.channel_offsets, inv_norm, full ? mean : nullptr);
   HS_CHECK_LAUNCH();
 }
 

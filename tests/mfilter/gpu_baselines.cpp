@@ -38,6 +38,7 @@
 #include "halfscope/core/cuda_memory.hpp"
 #include "mfilter/cublas_cuda.hpp"
 #include "mfilter/fft_cuda.hpp"
+#include "mfilter/window_stats.hpp"
 #endif
 
 namespace halfscope::mfilter {
@@ -364,6 +365,89 @@ TEST(GpuBaselines, WindowStats_TilesAndLongTemplates_MatchFp64) {
     for (std::int64_t s = 2100; s < 4500; ++s) c.data[static_cast<std::size_t>(s)] = 0.0;
     for (std::int64_t s = 0; s < c.L; ++s) c.data[static_cast<std::size_t>(c.L + s)] += 300.0;
     check_window_stats(c);
+  }
+}
+
+/// window_stats_cuda against the CPU's FP64 window statistics (window_stats.cpp, the reference)
+/// on the same float32 samples and channel offsets (null: zeros): flat decisions identical and
+/// inverse norms within FP32 rounding. Tolerance: the reference is exact to ~1e-15 (compensated
+/// sums); the GPU's FP64 energy errs by < 2^-25 relative (window_stats.cuh trusts a running value
+/// only that far from its rounding bound, else recomputes it), i.e. < 2^-26 after the square
+/// root, plus the float32 rounding of 1/sqrt (u32 = 2^-24): 2^-24 + 2^-26 < 2 u32.
+void expect_window_stats_as_cpu(const std::vector<float>& x, std::int64_t channels, std::int64_t K,
+                                MfNormalize normalize, const std::vector<double>& offsets) {
+  const std::int64_t L = static_cast<std::int64_t>(x.size()) / channels, w = L - K + 1;
+  Dims d;
+  d.channels = channels, d.length = K, d.samples = L, d.normalize = normalize;
+  DeviceVector<float> data(x), inv(channels * w), mean(channels * w);
+  const std::vector<double> zeros(static_cast<std::size_t>(channels), 0.0);
+  DeviceVector<double> dev_offsets(offsets.empty() ? zeros : offsets);
+  if (!offsets.empty()) d.channel_offsets = dev_offsets.get();
+  window_stats_cuda(d, data.get(), inv.get(), mean.get(), nullptr);
+  std::vector<float> got(static_cast<std::size_t>(channels * w));
+  HS_CUDA_CHECK(cudaMemcpy(got.data(), inv.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<double> want(static_cast<std::size_t>(w));
+  std::int64_t flat = 0;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    window_inv_norms(x.data() + c * L, L, K, normalize, want.data(),
+                     offsets.empty() ? 0.0 : offsets[static_cast<std::size_t>(c)]);
+    for (std::int64_t s = 0; s < w; ++s) {
+      const float g = got[static_cast<std::size_t>(c * w + s)];
+      const double r = want[static_cast<std::size_t>(s)];
+      flat += r == 0;
+      ASSERT_EQ(g == 0.0f, r == 0.0)
+          << "channel " << c << " window " << s << ": " << g << " vs " << r;
+      ASSERT_NEAR(g, r, 2 * 0x1p-24 * r) << "channel " << c << " window " << s;
+    }
+  }
+  // The cases below have flat windows; a run that finds none would test nothing of the rule.
+  EXPECT_GT(flat, 0);
+}
+
+/// Reviewer finding 7: quiet windows (amplitude 1) right after a 1e9 burst inside the same
+/// running-sum run are not flat (the CPU computes them), although their energy is far below the
+/// rounding of the running sums. Bursts end at every phase of a 16-window run; both kernels
+/// (K = 32: shared-memory tiles; K = 2049: global memory); gaps of zeros give flat windows.
+TEST(GpuBaselines, WindowStats_QuietAfterBillionBurst_MatchCpu) {
+  HS_REQUIRE_GPU();
+  for (std::int64_t K : {32, 2049}) {
+    SCOPED_TRACE(K);
+    const Case c = mftest::random_case(1, 1, K, 40 * K + 4000, 7 + static_cast<std::uint64_t>(K));
+    std::vector<float> x = to_float(c.data);
+    for (std::int64_t b = 0; b < 17; ++b) {
+      const std::int64_t start = b * (2 * K + 17) + 100;  // the burst ends at phase (b * 18) % 16
+      for (std::int64_t j = 0; j < 5; ++j) x[static_cast<std::size_t>(start + j)] *= 1e9f;
+    }
+    const std::int64_t gap = 17 * (2 * K + 17) + 100 + K;  // zeros right after a last burst
+    for (std::int64_t j = 0; j < 3; ++j) x[static_cast<std::size_t>(gap - 3 + j)] = 1e9f;
+    for (std::int64_t j = gap; j < gap + K + 40; ++j) x[static_cast<std::size_t>(j)] = 0.0f;
+    for (MfNormalize normalize : {MfNormalize::Short, MfNormalize::Full})
+      expect_window_stats_as_cpu(x, 1, K, normalize, {});
+  }
+}
+
+/// Reviewer finding 4: full normalization of a channel at a DC level of 1e5 that dispatch has
+/// demeaned (offset = its mean): a constant stretch and a stretch with 1e-3 noise are flat (energy
+/// <= 1e-12 sum (x + offset)^2), the unit noise elsewhere is not; a second channel keeps a DC of
+/// 3e4 in its samples (offset 0), which the per-block shift must keep from cancelling.
+TEST(GpuBaselines, WindowStats_FullDcOffsetAndConstantStretch_FlatAsCpu) {
+  HS_REQUIRE_GPU();
+  for (std::int64_t K : {48, 2049}) {
+    SCOPED_TRACE(K);
+    const std::int64_t L = 12 * K + 3000;
+    const Case c = mftest::random_case(1, 2, K, L, 31 + static_cast<std::uint64_t>(K));
+    std::vector<double> raw(c.data);
+    for (std::int64_t s = 3 * K; s < 5 * K + 20; ++s) raw[static_cast<std::size_t>(s)] = 0.25;
+    for (std::int64_t s = 7 * K; s < 9 * K + 20; ++s) raw[static_cast<std::size_t>(s)] *= 1e-3;
+    for (std::int64_t s = 0; s < L; ++s) raw[static_cast<std::size_t>(s)] += 1e5;
+    for (std::int64_t s = 2 * K; s < 4 * K; ++s) raw[static_cast<std::size_t>(L + s)] = 7.0;
+    for (std::int64_t s = 0; s < L; ++s) raw[static_cast<std::size_t>(L + s)] += 3e4;
+    double mu = 0;  // channel 0 demeaned in FP64 as prepare.cpp does, then rounded
+    for (std::int64_t s = 0; s < L; ++s) mu += raw[static_cast<std::size_t>(s)] / double(L);
+    std::vector<float> x(raw.size());
+    for (std::size_t i = 0; i < raw.size(); ++i)
+      x[i] = static_cast<float>(i < static_cast<std::size_t>(L) ? raw[i] - mu : raw[i]);
+    expect_window_stats_as_cpu(x, 2, K, MfNormalize::Full, {mu, 0.0});
   }
 }
 

@@ -33,13 +33,8 @@ struct DemoOptions {
 // Recorded ceilings reports (bench/results/*ceilings*.json), newest first.
 std::vector<bench::BenchReport> recorded_ceilings(const fs::path& dir) {
   std::vector<bench::BenchReport> out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find("ceilings") == std::string::npos || entry.path().extension() != ".json") continue;
-    out.push_back(bench::read_bench_report(entry.path()));
-  }
+  for (const fs::path& path : bench::recorded_report_files(dir, "ceilings"))
+    out.push_back(bench::read_bench_report(path));
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.date > b.date; });
   return out;
 }

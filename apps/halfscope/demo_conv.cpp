@@ -105,17 +105,10 @@ std::string cpu_sweep(const Globals& g, const fs::path& camera) {
 }
 
 std::string gpu_recorded(const fs::path& results) {
-  std::error_code ec;
-  fs::path newest;
-  if (fs::is_directory(results, ec))
-    for (const auto& e : fs::directory_iterator(results, ec)) {
-      const std::string n = e.path().filename().string();
-      if (n.find("-conv") != std::string::npos && e.path().extension() == ".json" &&
-          n > newest.filename().string())
-        newest = e.path();
-    }
-  if (newest.empty())
+  const auto files = bench::recorded_report_files(results, "-conv");
+  if (files.empty())
     return "<p>No GPU convolution benchmark is recorded in <code>bench/results/</code> yet.</p>\n";
+  const fs::path& newest = files.back();  // sorted by name: the newest date last
   const bench::BenchReport r = bench::read_bench_report(newest);
   std::ostringstream h;
   h << "<h3>Recorded on " << html_escape(r.device.name) << " (" << r.date << ", commit " << r.commit

@@ -150,18 +150,11 @@ std::string cpu_table(const Globals& g, const fs::path& example) {
 }
 
 std::string gpu_recorded(const fs::path& results) {
-  std::error_code ec;
-  fs::path newest;
-  if (fs::is_directory(results, ec))
-    for (const auto& e : fs::directory_iterator(results, ec)) {
-      const std::string n = e.path().filename().string();
-      if (n.find("-mfilter") != std::string::npos && e.path().extension() == ".json" &&
-          n > newest.filename().string())
-        newest = e.path();
-    }
-  if (newest.empty())
+  const auto files = bench::recorded_report_files(results, "-mfilter");
+  if (files.empty())
     return "<p>No GPU matched-filtering benchmark is recorded in <code>bench/results/</code> "
            "yet (<code>halfscope bench mfilter</code> on a GPU machine writes one).</p>\n";
+  const fs::path& newest = files.back();  // sorted by name: the newest date last
   const bench::BenchReport r = bench::read_bench_report(newest);
   std::ostringstream h;
   h << "<h3>Recorded on " << html_escape(r.device.name) << " (" << r.date << ", commit "

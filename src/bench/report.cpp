@@ -328,19 +328,24 @@ fs::path result_path(const fs::path& dir, const BenchReport& report) {
          (report.date + "-" + device_slug(report.device.name) + "-" + report.benchmark + ".json");
 }
 
-std::optional<Ceilings> load_latest_ceilings(const fs::path& dir, std::string_view device_name) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
+std::vector<fs::path> recorded_report_files(const fs::path& dir, std::string_view tag) {
   std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string f = entry.path().filename().string();
-    if (entry.is_regular_file(ec) && f.find("ceilings") != std::string::npos && f.size() > 5 &&
+    if (entry.is_regular_file(ec) && f.find(tag) != std::string::npos && f.size() > 5 &&
         f.compare(f.size() - 5, 5, ".json") == 0 && f[0] != '.')
       files.push_back(entry.path());
   }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::optional<Ceilings> load_latest_ceilings(const fs::path& dir, std::string_view device_name) {
   std::optional<Ceilings> best;
   std::string best_key;
-  for (const fs::path& path : files) {
+  for (const fs::path& path : recorded_report_files(dir, "ceilings")) {
     const BenchReport rep = read_bench_report(path);
     const Ceilings* match = nullptr;
     if (rep.device.name == device_name && !rep.ceilings.empty())

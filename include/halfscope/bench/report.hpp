@@ -95,6 +95,12 @@ std::string device_slug(std::string_view name);
 /// `dir / "<date>-<device slug>-<benchmark>.json"`.
 std::filesystem::path result_path(const std::filesystem::path& dir, const BenchReport& report);
 
+/// The recorded reports in `dir`: regular, non-hidden `*.json` files whose name contains `tag`
+/// ("ceilings", "-conv", "-mfilter"), sorted by file name (so, for names from result_path, the
+/// newest date last). Empty when the folder does not exist.
+std::vector<std::filesystem::path> recorded_report_files(const std::filesystem::path& dir,
+                                                         std::string_view tag);
+
 /// The most recent recorded ceilings of `device_name` in `dir` (files `*ceilings*.json`, latest
 /// by date then file name; a device's own ceilings or the host_ceilings of a GPU run). nullopt
 /// when the folder or a matching record does not exist; IoError for a malformed file.

@@ -12,27 +12,13 @@ appends the cases to the halfscope JSON report in place (same schema).
 import argparse
 import json
 import math
-import statistics
 from pathlib import Path
 
 import numpy as np
+from peer_common import cuda_time, write_report
 
-
-def cuda_time(fn, repeats, torch, max_ms=1500.0):
-    fn()  # warm-up: cuDNN autotuning, plans
-    fn()
-    times = []
-    for i in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-        if i >= 2 and sum(times) > max_ms:
-            break
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}
+# Time budget of one case's timed calls (ms): at least 3 calls are always timed.
+MAX_MS_PER_CASE = 1500.0
 
 
 def errors(ref, x):
@@ -84,7 +70,8 @@ def main():
             for prec, dtype in (("single", torch.float32), ("half", torch.float16)):
                 x, k = img64.to(dtype), k64.to(dtype)
                 out = F.conv2d(x, k, padding=pad)
-                stats = cuda_time(lambda: F.conv2d(x, k, padding=pad, ), args.repeats, torch)
+                stats = cuda_time(lambda: F.conv2d(x, k, padding=pad), args.repeats, torch,
+                                  MAX_MS_PER_CASE)
                 case = {"implementation": "cudnn-via-pytorch", "method": "conv2d", "precision": prec,
                         "params": dict(base, tf32=False), **stats,
                         "error": errors(ref, out[0, 0].float().cpu().numpy()) if with_ref else {}}
@@ -92,7 +79,8 @@ def main():
             ci = cupy.asarray(image)
             ck = cupy.asarray(kernel.astype(np.float32))
             out = fftconvolve(ci, ck, mode="same")
-            stats = cuda_time(lambda: fftconvolve(ci, ck, mode="same"), args.repeats, torch)
+            stats = cuda_time(lambda: fftconvolve(ci, ck, mode="same"), args.repeats, torch,
+                              MAX_MS_PER_CASE)
             report["cases"].append({"implementation": "cupy", "method": "fftconvolve", "precision": "single",
                                     "params": dict(base), **stats,
                                     "error": errors(ref, cupy.asnumpy(out)) if with_ref else {}})
@@ -102,9 +90,7 @@ def main():
             p = c["params"]
             c.setdefault("GBps", None)
             c["TFLOPs"] = 2.0 * p["rows"] * p["cols"] * p["kernel"] ** 2 / (c["median_ms"] * 1e-3) / 1e12
-    tmp = report_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(report_path)
+    write_report(report_path, report)
 
 
 if __name__ == "__main__":

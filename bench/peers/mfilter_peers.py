@@ -24,11 +24,14 @@ exported reference, appending the cases to the halfscope JSON report in place (s
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
+from peer_common import cuda_time, write_report
+
+# Time budget of one case's timed calls (ms): at least 3 calls are always timed.
+MAX_MS_PER_CASE = 3000.0
 
 DATASETS = ("real", "uniform")  # the timed one is the last, as in halfscope
 
@@ -92,26 +95,7 @@ def make_case(implementation, method, precision, base, stats, errors, extra):
 
 def append_and_write(report_path, report, cases):
     report["cases"] += cases
-    tmp = report_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(report_path)
-
-
-def cuda_time(fn, repeats, torch, max_ms=3000.0):
-    fn()  # warm-up: cuDNN autotuning, cuBLAS heuristics
-    fn()
-    times = []
-    for i in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-        if i >= 2 and sum(times) > max_ms:
-            break
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}
+    write_report(report_path, report)
 
 
 def measure(sets, base, repeats):
@@ -151,7 +135,7 @@ def measure(sets, base, repeats):
         for name, (t, d, r) in dev.items():
             errors[name] = max_abs_error(r, pipeline(t, d)[:, :n_ref].cpu().numpy())
         t, d, _ = dev["uniform"]
-        stats = cuda_time(lambda: pipeline(t, d), repeats, torch)
+        stats = cuda_time(lambda: pipeline(t, d), repeats, torch, MAX_MS_PER_CASE)
         # conv1d_ms: F.conv1d alone, on inputs already in its dtype (FP16: already scaled by the
         # maxima), so the reductions, divisions and casts of the pipeline are not in it.
         if dtype == torch.float32:
@@ -159,7 +143,7 @@ def measure(sets, base, repeats):
         else:
             x_in = (d / d.abs().max()).half()[None, None].contiguous()
             w_in = (t / t.abs().max()).half()[:, None].contiguous()
-        conv = cuda_time(lambda: F.conv1d(x_in, w_in), repeats, torch)
+        conv = cuda_time(lambda: F.conv1d(x_in, w_in), repeats, torch, MAX_MS_PER_CASE)
         del x_in, w_in
         cases.append(make_case("cudnn-via-pytorch", "conv1d", precision, base, stats, errors,
                                dict(versions, timing="call", tf32=False, conv1d_ms=conv["median_ms"],
@@ -183,7 +167,7 @@ def measure(sets, base, repeats):
         out = torch.matmul(t16, h.T)
         errors[name] = max_abs_error(r, normalized(out.float() * (st * sd), t, d)[:, :n_ref].cpu().numpy())
         if name == "uniform":
-            gemm = cuda_time(lambda: torch.matmul(t16, h.T), repeats, torch)
+            gemm = cuda_time(lambda: torch.matmul(t16, h.T), repeats, torch, MAX_MS_PER_CASE)
         del h, out
     cases.append(make_case(
         "cublas-via-pytorch", "hankel-gemm", "half", base, gemm, errors,

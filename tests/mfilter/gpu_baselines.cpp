@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_testing.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
@@ -54,22 +55,9 @@ const char* name_of(Method m) {
   return names[static_cast<int>(m)];
 }
 
-/// A device copy of a host vector, freed at scope exit.
-template <class T>
-struct DeviceVector {
-  cuda::StreamScratch mem;
-  explicit DeviceVector(const std::vector<T>& host)
-      : mem(static_cast<std::int64_t>(host.size() * sizeof(T)), nullptr) {
-    HS_CUDA_CHECK(
-        cudaMemcpy(mem.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit DeviceVector(std::int64_t n) : mem(n * static_cast<std::int64_t>(sizeof(T)), nullptr) {}
-  T* get() const { return mem.as<T>(); }
-};
+using mftest::DeviceVector;
 
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
+using mftest::to_float;
 
 Dims dims_of(const Case& c, MfNormalize normalize, std::int64_t step, bool network) {
   Dims d;

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_testing.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
@@ -27,17 +28,7 @@ namespace {
 
 #if HALFSCOPE_WITH_CUDA
 
-/// A device copy of a host vector, freed at scope exit.
-template <class T>
-struct DeviceVector {
-  cuda::StreamScratch mem;
-  explicit DeviceVector(const std::vector<T>& host)
-      : mem(static_cast<std::int64_t>(host.size() * sizeof(T)), nullptr) {
-    HS_CUDA_CHECK(
-        cudaMemcpy(mem.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  T* get() const { return mem.as<T>(); }
-};
+using mftest::DeviceVector;
 
 /// numpy.median(|row|) by selection on the host.
 double host_abs_median(const float* row, std::int64_t n) {

@@ -4,6 +4,9 @@
 // chunk boundary, peaks right after and right before one (the edge values lie on the slopes),
 // a gap-dominated chunk, and chunk limits that would leave a tiny last chunk. Skips without a
 // GPU.
+// Built only with CUDA: a build without it has no GPU backends to test.
+#include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "detect_testing.hpp"
+#include "gpu_testing.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/sim/seismic.hpp"
@@ -23,13 +27,7 @@
 namespace halfscope {
 namespace {
 
-// Restores the chunk sizing from free memory when a test ends, also on failure.
-struct ForcedChunks {
-  explicit ForcedChunks(std::int64_t n) { mfilter::set_chunk_correlations_for_testing(n); }
-  ~ForcedChunks() { mfilter::set_chunk_correlations_for_testing(0); }
-  ForcedChunks(const ForcedChunks&) = delete;
-  ForcedChunks& operator=(const ForcedChunks&) = delete;
-};
+using mftest::ForcedChunks;
 
 TEST(GpuDetectChunks, FindsEventsPlantedNearSevenTenthsLikeTheCpu) {
   HS_REQUIRE_GPU();
@@ -154,3 +152,5 @@ TEST(GpuDetectChunks, MadThresholdOfAGapDominatedChunkIsRefused) {
 
 }  // namespace
 }  // namespace halfscope
+
+#endif  // HALFSCOPE_WITH_CUDA

@@ -3,12 +3,16 @@
 // in place with the result on the device; detection on the device (MAD per chunk, candidates on
 // the GPU, exact declustering on the host) finds the planted events. Each method is held to
 // mfilter_testing.hpp's method_error_bound. Skips without a GPU.
+// Built only with CUDA: a build without it has no GPU backends to test.
+#include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "gpu_testing.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter/dispatch.hpp"
 #include "mfilter/fft_cuda.hpp"
@@ -18,18 +22,8 @@
 namespace halfscope {
 namespace {
 
-// Restores the chunk sizing from free memory when a test ends, also on failure.
-struct ForcedChunks {
-  explicit ForcedChunks(std::int64_t n) { mfilter::set_chunk_correlations_for_testing(n); }
-  ~ForcedChunks() { mfilter::set_chunk_correlations_for_testing(0); }
-  ForcedChunks(const ForcedChunks&) = delete;
-  ForcedChunks& operator=(const ForcedChunks&) = delete;
-};
-
-struct MethodCase {
-  MfMethod method;
-  Precision precision;
-};
+using mftest::ForcedChunks;
+using mftest::MethodCase;
 
 class GpuDispatch : public ::testing::TestWithParam<MethodCase> {};
 
@@ -75,20 +69,8 @@ TEST_P(GpuDispatch, DeviceDataStaysOnTheDevice) {
                                        mfilter::fft_transform_length(c.K)));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryGpuMethod, GpuDispatch,
-                         ::testing::Values(MethodCase{MfMethod::Naive, Precision::Single},
-                                           MethodCase{MfMethod::Cublas1, Precision::Single},
-                                           MethodCase{MfMethod::Cublas2, Precision::Mixed},
-                                           MethodCase{MfMethod::Cublas3, Precision::Mixed},
-                                           MethodCase{MfMethod::Cublas4, Precision::Half},
-                                           MethodCase{MfMethod::FFT, Precision::Single},
-                                           MethodCase{MfMethod::Tensor, Precision::Mixed},
-                                           MethodCase{MfMethod::Tensor, Precision::BF16},
-                                           MethodCase{MfMethod::Tensor, Precision::Split}),
-                         [](const auto& param_info) {
-                           return std::string(mf_method_name(param_info.param.method)) + "_" +
-                                  std::string(precision_name(param_info.param.precision));
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryGpuMethod, GpuDispatch, ::testing::ValuesIn(mftest::kEveryGpuMethod),
+                         mftest::method_case_name);
 
 TEST(GpuDetect, FindsPlantedEventsInChunksLikeTheCpu) {
   HS_REQUIRE_GPU();
@@ -134,3 +116,5 @@ TEST(GpuDetect, FindsPlantedEventsInChunksLikeTheCpu) {
 
 }  // namespace
 }  // namespace halfscope
+
+#endif  // HALFSCOPE_WITH_CUDA

@@ -15,6 +15,9 @@
 // the host's storage rounding of a value within the mean bound can differ by one unit). CC then
 // agree within the method's bound (mfilter_testing.hpp's method_error_bound) against the FP64
 // reference on both paths, and tensor and naive give bitwise equal results on both paths.
+// Built only with CUDA: a build without it has no GPU backends to test.
+#include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -216,3 +219,5 @@ TEST(GpuPrepareNonFinite, DeviceDataGiveTheHostMessage) {
 
 }  // namespace
 }  // namespace halfscope
+
+#endif  // HALFSCOPE_WITH_CUDA

@@ -4,11 +4,15 @@
 // the noise in full normalization (dispatch's demeaning), and the streaming of per-channel
 // output, full normalization and float64 device data in forced small chunks. Each method is held
 // to mfilter_testing.hpp's method_error_bound. Skips without a GPU.
+// Built only with CUDA: a build without it has no GPU backends to test.
+#include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
+#include "gpu_testing.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter/dispatch.hpp"
 #include "mfilter/fft_cuda.hpp"
@@ -18,25 +22,10 @@
 namespace halfscope {
 namespace {
 
+using mftest::ForcedChunks;
+using mftest::MethodCase;
+
 using mftest::Case;
-
-struct MethodCase {
-  MfMethod method;
-  Precision precision;
-};
-
-std::string method_case_name(const ::testing::TestParamInfo<MethodCase>& info) {
-  return std::string(mf_method_name(info.param.method)) + "_" +
-         std::string(precision_name(info.param.precision));
-}
-
-// Restores the chunk sizing from free memory when a test ends, also on failure.
-struct ForcedChunks {
-  explicit ForcedChunks(std::int64_t n) { mfilter::set_chunk_correlations_for_testing(n); }
-  ~ForcedChunks() { mfilter::set_chunk_correlations_for_testing(0); }
-  ForcedChunks(const ForcedChunks&) = delete;
-  ForcedChunks& operator=(const ForcedChunks&) = delete;
-};
 
 MfOptions gpu_options(const MethodCase& m, MfNormalize n, bool network) {
   MfOptions o;
@@ -147,17 +136,10 @@ TEST_P(GpuRobust, StreamsPerChannelFullNormalizationAndDoubleDeviceData) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryGpuMethod, GpuRobust,
-                         ::testing::Values(MethodCase{MfMethod::Naive, Precision::Single},
-                                           MethodCase{MfMethod::Cublas1, Precision::Single},
-                                           MethodCase{MfMethod::Cublas2, Precision::Mixed},
-                                           MethodCase{MfMethod::Cublas3, Precision::Mixed},
-                                           MethodCase{MfMethod::Cublas4, Precision::Half},
-                                           MethodCase{MfMethod::FFT, Precision::Single},
-                                           MethodCase{MfMethod::Tensor, Precision::Mixed},
-                                           MethodCase{MfMethod::Tensor, Precision::BF16},
-                                           MethodCase{MfMethod::Tensor, Precision::Split}),
-                         method_case_name);
+INSTANTIATE_TEST_SUITE_P(EveryGpuMethod, GpuRobust, ::testing::ValuesIn(mftest::kEveryGpuMethod),
+                         mftest::method_case_name);
 
 }  // namespace
 }  // namespace halfscope
+
+#endif  // HALFSCOPE_WITH_CUDA

@@ -11,6 +11,9 @@
 // hi + lo operands err by u_h^2 = 2^-22 each, FP32 accumulation of 3K terms dominates). The
 // kernel scales each data tile and each template channel by a power of two chosen from its own
 // maximum, so the underflow term q of the bound (global maxima over minimum norms) covers it.
+// Built only with CUDA: a build without it has no GPU backends to test.
+#include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_testing.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
@@ -36,22 +40,9 @@ namespace {
 
 using mftest::Case;
 
-/// A device copy of a host vector (float32 or int64), freed at scope exit.
-template <class T>
-struct DeviceVector {
-  cuda::StreamScratch mem;
-  explicit DeviceVector(const std::vector<T>& host)
-      : mem(static_cast<std::int64_t>(host.size() * sizeof(T)), nullptr) {
-    HS_CUDA_CHECK(
-        cudaMemcpy(mem.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit DeviceVector(std::int64_t n) : mem(n * static_cast<std::int64_t>(sizeof(T)), nullptr) {}
-  T* get() const { return mem.as<T>(); }
-};
+using mftest::DeviceVector;
 
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
+using mftest::to_float;
 
 /// Device inputs of a case, ready for tensor_cuda.
 struct DeviceCase {
@@ -425,3 +416,5 @@ TEST(TensorBench, IssueCases) {
 
 }  // namespace
 }  // namespace halfscope::mfilter
+
+#endif  // HALFSCOPE_WITH_CUDA

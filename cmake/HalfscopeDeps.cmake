@@ -53,6 +53,19 @@ if(HS_CBLAS_INCLUDE AND HS_BLAS_LIBRARY)
   target_link_libraries(hs_dep_blas INTERFACE ${HS_BLAS_LIBRARY})
 endif()
 
+# LAPACKE for the FP64 reference solves (the adaptive-optics reconstructor) and the CPU Cholesky.
+find_path(HS_LAPACKE_INCLUDE lapacke.h)
+find_library(HS_LAPACKE_LIBRARY lapacke)
+set(HALFSCOPE_HAS_LAPACKE OFF)
+if(HALFSCOPE_HAS_BLAS AND HS_LAPACKE_INCLUDE AND HS_LAPACKE_LIBRARY)
+  set(HALFSCOPE_HAS_LAPACKE ON)
+  add_library(hs_dep_lapacke INTERFACE IMPORTED GLOBAL)
+  target_include_directories(hs_dep_lapacke INTERFACE ${HS_LAPACKE_INCLUDE})
+  target_link_libraries(hs_dep_lapacke INTERFACE ${HS_LAPACKE_LIBRARY} ${HS_BLAS_LIBRARY})
+else()
+  message(STATUS "halfscope: lapacke not found; the CPU FP64 solves report Unsupported")
+endif()
+
 # FFTW (double and single precision) for the CPU FFT convolution.
 find_path(HS_FFTW_INCLUDE fftw3.h REQUIRED)
 find_library(HS_FFTW_LIBRARY fftw3 REQUIRED)

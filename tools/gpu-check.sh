@@ -14,6 +14,8 @@
 #   <date>-<gpu>-ceilings.json   the ceilings in the benchmark schema (bench/README.md)
 #   <date>-<gpu>-mfilter.json    matched filtering (HALFSCOPE_BENCH_MFILTER=full|quick|off, default
 #                                full) with its PyTorch peers; mfilter-summary.md, its tables
+#   <date>-<gpu>-covariance.json AO covariance generation (HALFSCOPE_BENCH_AO=full|quick|off,
+#                                default full); covariance-summary.txt, its table
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
 # reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER pick the sweeps
 # (below); HALFSCOPE_COMMIT names the commit where the copy has no .git.
@@ -39,13 +41,15 @@ other_failed=0
 note() { echo "$*" | tee -a "$summary"; }
 
 # A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
-case "${HALFSCOPE_BENCH_MFILTER:-full}" in
-  full | quick | off) ;;
-  *)
-    note "HALFSCOPE_BENCH_MFILTER='${HALFSCOPE_BENCH_MFILTER}': expected full, quick or off"
-    exit 2
-    ;;
-esac
+for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO; do
+  case "${!knob:-full}" in
+    full | quick | off) ;;
+    *)
+      note "$knob='${!knob}': expected full, quick or off"
+      exit 2
+      ;;
+  esac
+done
 
 # step NAME OUTFILE COMMAND...: runs COMMAND with stdout and stderr appended to OUTFILE and
 # records its exit status and duration in summary.txt. Returns the command's status.
@@ -219,6 +223,27 @@ if [ -x "$cli" ]; then
       tail -5 "$log" | tee -a "$summary"
     fi
     rm -rf "$mf_inputs"
+  fi
+
+  # Adaptive optics (study 002): covariance generation, HALFSCOPE_BENCH_AO=full (default) | quick |
+  # off. full: every built-in system with both profiles on the GPU (FP32 and FP64 lower tiles, the
+  # E-ELT Cmm target among them), and the CPU backend on check and mid; quick: check and mid only.
+  ao_level="${HALFSCOPE_BENCH_AO:-full}"
+  if [ "$ao_level" != off ]; then
+    ao_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-covariance.json"
+    ao_args=(--json "$ao_json" --kinds cmm,ctm,ctt --repeats 3)
+    if [ "$ao_level" = quick ]; then
+      ao_args+=(--systems check,mid --layers 10 --device cpu,cuda --dtype f32,f64)
+    else
+      ao_args+=(--systems check,mid,eelt --layers 10,60 --device cpu,cuda --dtype f32,f64)
+    fi
+    bench_covariance() { "$cli" bench covariance "$@" > "$results/covariance-summary.txt"; }
+    if step "bench covariance" "$log" bench_covariance "${ao_args[@]}"; then
+      tee -a "$summary" < "$results/covariance-summary.txt"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
   fi
 else
   other_failed=1

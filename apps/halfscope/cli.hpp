@@ -48,6 +48,9 @@ void register_bench_conv(CLI::App& bench, Globals& g);
 void register_simulate(CLI::App& app, Globals& g);
 void register_mfilter(CLI::App& app, Globals& g);
 void register_bench_mfilter(CLI::App& bench, Globals& g);
+void register_ao(CLI::App& app, Globals& g);                  // cmd_ao.cpp: the `ao` group
+void register_ao_evaluate(CLI::App& ao, Globals& g);         // cmd_ao_evaluate.cpp
+void register_bench_covariance(CLI::App& bench, Globals& g); // cmd_bench_covariance.cpp
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
 /// format has no such type (FITS; BF16 in .npy), with a note on stderr.

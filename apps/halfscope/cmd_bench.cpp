@@ -116,6 +116,7 @@ void register_bench(CLI::App& app, Globals& g) {
   ceilings->callback([args, &g] { run_ceilings(*args, g); });
   register_bench_conv(*bench, g);
   register_bench_mfilter(*bench, g);
+  register_bench_covariance(*bench, g);
 }
 
 }  // namespace halfscope::cli

@@ -1,4 +1,5 @@
 // `halfscope simulate ...`: the studies' synthetic inputs.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "halfscope/ao/system.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
@@ -104,6 +106,32 @@ void run_simulate_seismic(const Globals& g, SeismicCliOptions c) {
               (c.mseed ? ", data.mseed" : "") + " and events.csv");
 }
 
+struct AoSystemCliOptions {
+  std::string preset, output;
+  int layers = 10;
+};
+
+// The preset and the layer count are checked here, before anything is built or written, so that
+// the message names the option; write_ao_system then writes atomically (no file on failure).
+void run_simulate_ao_system(const Globals& g, const AoSystemCliOptions& c) {
+  const std::vector<std::string> names = ao::ao_preset_names();
+  if (std::find(names.begin(), names.end(), c.preset) == names.end()) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw InvalidInput("simulate ao-system --preset: expected one of " + list + ", found \"" +
+                       c.preset + "\"");
+  }
+  if (c.layers != 10 && c.layers != 60)
+    throw InvalidInput("simulate ao-system --layers: expected 10 or 60, found " +
+                       std::to_string(c.layers));
+  const ao::AoSystem s = ao::ao_preset(c.preset, c.layers);
+  ao::write_ao_system(c.output, s);
+  info(g, "simulate ao-system: " + s.name + ": " + std::to_string(s.sensors.size()) +
+              " measuring sensors, n = " + std::to_string(ao::measurement_count(s)) +
+              " measurements, m = " + std::to_string(ao::truth_count(s)) + " truth slopes; wrote " +
+              c.output);
+}
+
 }  // namespace
 
 void register_simulate(CLI::App& app, Globals& g) {
@@ -177,6 +205,17 @@ void register_simulate(CLI::App& app, Globals& g) {
   ss->add_option("--seed", se->sim.seed)->capture_default_str();
   ss->add_flag("--mseed", se->mseed, "also write data.mseed (float64 traces XX.Snnnn..HHZ)");
   ss->callback([&g, se] { run_simulate_seismic(g, *se); });
+
+  auto ao_options = std::make_shared<AoSystemCliOptions>();
+  auto* as = sim->add_subcommand(
+      "ao-system", "a built-in adaptive-optics system (telescope, sensors, atmosphere) as JSON");
+  as->add_option("--preset", ao_options->preset,
+                 "check (n = 912), mid (n = 10,240) or eelt (n = 100,368)")
+      ->required();
+  as->add_option("--layers", ao_options->layers, "atmospheric profile: 10 or 60 layers")
+      ->capture_default_str();
+  as->add_option("-o,--output", ao_options->output, "output file (JSON)")->required();
+  as->callback([&g, ao_options] { run_simulate_ao_system(g, *ao_options); });
 }
 
 }  // namespace halfscope::cli

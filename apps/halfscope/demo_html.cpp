@@ -46,12 +46,6 @@ void ceilings_row(std::ostringstream& h, const bench::BenchReport& r, const std:
     << num(c.fp16_TFLOPs, 1) << "</td><td>" << num(c.bf16_TFLOPs, 1) << "</td></tr>\n";
 }
 
-void study_section(std::ostringstream& h, const char* id, const char* title, const char* paper,
-                   const char* what, const char* status) {
-  h << "<section id=\"" << id << "\"><h2>" << title << "</h2><p class=\"paper\">" << paper
-    << "</p><p>" << what << "</p><p class=\"status\">" << status << "</p></section>\n";
-}
-
 }  // namespace
 
 std::string render_demo_page(const DemoPage& p) {
@@ -105,12 +99,7 @@ std::string render_demo_page(const DemoPage& p) {
 
   h << p.conv_section;
   h << p.mfilter_section;
-  study_section(
-      h, "ao", "Tomographic reconstructor (study 002)",
-      "Doucet, Ltaief, Gratadour, Keyes, IA3 / SC19",
-      "Covariance of wavefront-sensor slopes, R = Ctm Cmm<sup>-1</sup> by a mixed-precision "
-      "tile Cholesky, Strehl ratio.",
-      "Not built yet: arrives with the adaptive-optics and Cholesky issues.");
+  h << p.ao_section;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", p.seconds);
   h << "<footer><p>Made by <code>halfscope demo</code> in " << secs << " s.</p></footer>\n"

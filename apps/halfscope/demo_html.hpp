@@ -21,6 +21,7 @@ struct DemoPage {
   std::vector<bench::BenchReport> recorded;        // bench/results/*ceilings*.json
   std::string conv_section;                        // HTML, made by demo_conv_section
   std::string mfilter_section;                     // HTML, made by demo_mfilter_section
+  std::string ao_section;                          // HTML, made by demo_ao_section
   double seconds = 0;
 };
 

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   cli::register_conv(app, globals);
   cli::register_mfilter(app, globals);
   cli::register_simulate(app, globals);
+  cli::register_ao(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);
 

@@ -1,0 +1,88 @@
+// Small hand-built MOAO systems for the covariance tests (independent of the presets).
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "halfscope/ao/system.hpp"
+
+namespace halfscope::ao::test {
+
+inline Sensor test_ngs(std::string name, double x_arcsec, double y_arcsec, int nssp) {
+  Sensor w;
+  w.name = std::move(name);
+  w.guide_star = GuideStar::ngs;
+  w.x_arcsec = x_arcsec;
+  w.y_arcsec = y_arcsec;
+  w.subapertures = nssp;
+  w.wavelength_m = 650e-9;
+  w.pixel_arcsec = 0.3;
+  w.readout_noise_e = 3;
+  w.throughput = 0.4;
+  w.magnitude = 13;
+  return w;
+}
+
+inline Sensor test_lgs(std::string name, double x_arcsec, double y_arcsec, int nssp) {
+  Sensor w;
+  w.name = std::move(name);
+  w.guide_star = GuideStar::lgs;
+  w.x_arcsec = x_arcsec;
+  w.y_arcsec = y_arcsec;
+  w.subapertures = nssp;
+  w.wavelength_m = 589e-9;
+  w.pixel_arcsec = 1.0;
+  w.readout_noise_e = 3;
+  w.throughput = 0.38;
+  w.lgs_altitude_m = 90e3;
+  w.lgs_depth_m = 10e3;
+  w.lgs_flux = 6e7;
+  w.spot_fwhm_arcsec = 1.0;
+  w.lgs_tiptilt_arcsec2 = 0.5;
+  return w;
+}
+
+/// An 8 m telescope with 2 LGS + 2 NGS of 6 x 6 subapertures, a shifted / rotated NGS, and a
+/// 3-layer atmosphere with two outer scales.
+inline AoSystem small_system() {
+  AoSystem s;
+  s.name = "small";
+  s.diameter_m = 8;
+  s.obstruction = 0.15;
+  s.field_radius_arcsec = 60;
+  s.sensors.push_back(test_lgs("LGS1", 20, 0, 6));
+  s.sensors.push_back(test_lgs("LGS2", -10, 17, 6));
+  s.sensors.push_back(test_ngs("NGS1", 5, -30, 6));
+  Sensor shifted = test_ngs("NGS2", -25, -5, 6);
+  shifted.pupil_shift_x_m = 0.07;
+  shifted.pupil_shift_y_m = -0.04;
+  shifted.rotation_deg = 1.5;
+  s.sensors.push_back(shifted);
+  s.truth = test_ngs("truth", 3, 4, 6);
+  s.atmosphere.r0_m = 0.15;
+  s.atmosphere.layers = {{0, 0.5, 25}, {4000, 0.3, 25}, {12000, 0.2, 40}};
+  s.noise.enabled = true;
+  s.noise.frame_time_s = 0.004;
+  s.noise.bandwidth_m = 330e-9;
+  s.noise.atmosphere_throughput = 0.84;
+  return s;
+}
+
+/// One NGS on axis of a 4 m telescope, 4 x 4 subapertures (12 valid), one ground layer.
+inline AoSystem one_ngs_system(double altitude_m = 0) {
+  AoSystem s;
+  s.name = "one-ngs";
+  s.diameter_m = 4;
+  s.obstruction = 0;
+  s.field_radius_arcsec = 60;
+  s.sensors.push_back(test_ngs("NGS", 10, -5, 4));
+  s.truth = test_ngs("truth", 0, 0, 4);
+  s.atmosphere.r0_m = 0.12;
+  s.atmosphere.layers = {{altitude_m, 1.0, 25}};
+  s.noise.enabled = false;
+  s.noise.frame_time_s = 0.004;
+  s.noise.bandwidth_m = 330e-9;
+  return s;
+}
+
+}  // namespace halfscope::ao::test

@@ -1,0 +1,97 @@
+// The GPU halves of the evaluation (cuSOLVER Xpotrf / Xpotrs reconstructor, cuBLAS Cee) against the
+// CPU FP64 path (LAPACK / BLAS), which test_evaluation_solve.cpp checks against long double.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "halfscope/ao/evaluation.hpp"
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "test_support.hpp"
+
+namespace halfscope::ao {
+namespace {
+
+constexpr double kUnitRoundoff = 0x1p-53;
+
+// Jointly SPD covariances: J = B B^T / N + I over n + m slopes (eigenvalues in [1, 5]), split.
+struct Problem {
+  Array cmm, ctm, ctt;
+};
+
+Problem make_problem(std::int64_t n, std::int64_t m, unsigned seed) {
+  const std::int64_t t = n + m;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> b(static_cast<std::size_t>(t * t));
+  for (double& v : b) v = normal(rng);
+  Problem p{Array(DType::f64, {n, n}), Array(DType::f64, {m, n}), Array(DType::f64, {m, m})};
+  for (std::int64_t r = 0; r < t; ++r)
+    for (std::int64_t c = 0; c < t; ++c) {
+      double s = 0;
+      for (std::int64_t k = 0; k < t; ++k) s += b[r * t + k] * b[c * t + k];
+      const double v = s / static_cast<double>(t) + (r == c ? 1.0 : 0.0);
+      if (r < n && c < n) p.cmm.data_as<double>()[r * n + c] = v;
+      if (r >= n && c < n) p.ctm.data_as<double>()[(r - n) * n + c] = v;
+      if (r >= n && c >= n) p.ctt.data_as<double>()[(r - n) * m + (c - n)] = v;
+    }
+  return p;
+}
+
+double max_abs(const Array& a) {
+  double v = 0;
+  for (std::int64_t i = 0; i < a.size(); ++i) v = std::max(v, std::fabs(a.at_as_double(i)));
+  return v;
+}
+
+#if HALFSCOPE_HAS_LAPACKE
+TEST(EvaluationGpu, ReconstructorMatchesTheCpuSolve) {
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 300, m = 70;
+  const Problem p = make_problem(n, m, 21);
+  const Array gpu = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cuda);
+  const Array cpu = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cpu);
+  ASSERT_EQ(gpu.shape(), cpu.shape());
+  // Each is within kappa * 6 n u (kappa <= 5) of the exact X relative to max |X| (see
+  // test_evaluation_solve.cpp), so they differ by at most twice that.
+  const double tol = 2.0 * 5.0 * 6.0 * static_cast<double>(n) * kUnitRoundoff * max_abs(cpu);
+  for (std::int64_t i = 0; i < gpu.size(); ++i)
+    ASSERT_NEAR(gpu.at_as_double(i), cpu.at_as_double(i), tol) << "element " << i;
+}
+
+TEST(EvaluationGpu, ErrorCovarianceMatchesTheCpuProducts) {
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 256, m = 64;
+  const Problem p = make_problem(n, m, 22);
+  Array r = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cpu);
+  for (std::int64_t i = 0; i < r.size(); i += 7) r.data_as<double>()[i] *= 1.1;  // not optimal
+  const Array gpu = error_covariance(p.ctt, p.ctm, p.cmm, r, DeviceKind::Cuda);
+  const Array cpu = error_covariance(p.ctt, p.ctm, p.cmm, r, DeviceKind::Cpu);
+  // Both sum n products of O(|J| |R|) terms twice: |error| <= 2 * 2 n u |J|^2 max(1, |R|)^2 each.
+  const double rr = std::max(1.0, max_abs(r));
+  const double tol = 2.0 * 4.0 * static_cast<double>(n) * kUnitRoundoff * 25.0 * rr * rr;
+  for (std::int64_t i = 0; i < gpu.size(); ++i)
+    ASSERT_NEAR(gpu.at_as_double(i), cpu.at_as_double(i), tol) << "element " << i;
+}
+#endif
+
+TEST(EvaluationGpu, NotPositiveDefiniteNamesTheLeadingMinor) {
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 16;
+  Array cmm = Array::zeros(DType::f64, {n, n});
+  for (std::int64_t i = 0; i < n; ++i) cmm.data_as<double>()[i * n + i] = i == 9 ? -3.0 : 1.0;
+  try {
+    (void)reconstructor_fp64(cmm, Array::zeros(DType::f64, {2, n}), DeviceKind::Cuda);
+    FAIL() << "expected NotPositiveDefinite";
+  } catch (const NotPositiveDefinite& e) {
+    EXPECT_NE(std::string(e.what()).find("order 10"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuSOLVER"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace halfscope::ao

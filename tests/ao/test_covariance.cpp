@@ -1,0 +1,274 @@
+// The covariance generators (covariance.hpp) on the CPU: symmetry, positive definiteness, the
+// offset-table path against the direct one, the generator against covariance_entry, dense against
+// tiled storage, float32 rounding, the slope order, errors, and the "check" preset.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ao/covariance_cpu.hpp"
+#include "ao/covariance_plan.hpp"
+#include "ao/plan_element.hpp"
+#include "ao/vonkarman_fast.hpp"
+#include "covariance_test_systems.hpp"
+#include "halfscope/ao/covariance.hpp"
+#include "halfscope/core/device.hpp"
+#include "halfscope/core/error.hpp"
+
+namespace halfscope::ao {
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+constexpr CovarianceKind kKinds[] = {CovarianceKind::cmm, CovarianceKind::ctm, CovarianceKind::ctt};
+
+CovarianceOptions cpu(DType dtype = DType::f64, bool noise = true) {
+  CovarianceOptions o;
+  o.device = DeviceKind::Cpu;
+  o.dtype = dtype;
+  o.noise = noise;
+  return o;
+}
+
+double at(const Array& a, std::int64_t i, std::int64_t j) {
+  return a.data_as<double>()[i * a.dim(1) + j];
+}
+
+/// Cholesky in long double; returns the smallest and largest pivot (the diagonal of L squared),
+/// or a non-positive smallest pivot where it fails.
+std::pair<long double, long double> cholesky_pivots(const Array& a) {
+  const std::int64_t n = a.dim(0);
+  std::vector<long double> l(static_cast<std::size_t>(n * n));
+  for (std::int64_t k = 0; k < n * n; ++k) l[static_cast<std::size_t>(k)] = a.data_as<double>()[k];
+  long double lo = INFINITY, hi = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    long double d = l[static_cast<std::size_t>(j * n + j)];
+    for (std::int64_t k = 0; k < j; ++k)
+      d -= l[static_cast<std::size_t>(j * n + k)] * l[static_cast<std::size_t>(j * n + k)];
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    if (!(d > 0)) return {d, hi};
+    const long double r = std::sqrt(d);
+    l[static_cast<std::size_t>(j * n + j)] = r;
+    for (std::int64_t i = j + 1; i < n; ++i) {
+      long double s = l[static_cast<std::size_t>(i * n + j)];
+      for (std::int64_t k = 0; k < j; ++k)
+        s -= l[static_cast<std::size_t>(i * n + k)] * l[static_cast<std::size_t>(j * n + k)];
+      l[static_cast<std::size_t>(i * n + j)] = s / r;
+    }
+  }
+  return {lo, hi};
+}
+
+TEST(Covariance, SizesAndSymmetry) {
+  const AoSystem s = test::small_system();
+  EXPECT_EQ(covariance_rows(s, CovarianceKind::cmm), 256);
+  EXPECT_EQ(covariance_cols(s, CovarianceKind::ctm), 256);
+  EXPECT_EQ(covariance_rows(s, CovarianceKind::ctm), 64);
+  EXPECT_EQ(covariance_cols(s, CovarianceKind::ctt), 64);
+  for (const CovarianceKind kind : {CovarianceKind::cmm, CovarianceKind::ctt}) {
+    const Array a = covariance(s, kind, cpu());
+    for (std::int64_t i = 0; i < a.dim(0); ++i)
+      for (std::int64_t j = 0; j < i; ++j) ASSERT_EQ(at(a, i, j), at(a, j, i));
+  }
+}
+
+TEST(Covariance, CmmWithNoiseIsPositiveDefinite) {
+  const AoSystem s = test::small_system();
+  const auto [lo, hi] = cholesky_pivots(covariance(s, CovarianceKind::cmm, cpu()));
+  std::printf("Cmm (n = 256) Cholesky pivots: min %.3Lg max %.3Lg\n", lo, hi);
+  EXPECT_GT(lo, 0.0L);
+}
+
+TEST(Covariance, TablesMatchDirectEvaluation) {
+  const AoSystem s = test::small_system();
+  const detail::CovariancePlan plan = detail::make_covariance_plan(s, true);
+  // Two LGS at one altitude, and the truth with the unrotated NGS1, take the offset table; the
+  // rotated NGS2 and NGS x LGS pairs do not.
+  EXPECT_TRUE(detail::offset_table_applies(plan, 1, 0));
+  EXPECT_TRUE(detail::offset_table_applies(plan, 4, 2));
+  EXPECT_FALSE(detail::offset_table_applies(plan, 3, 2));
+  EXPECT_FALSE(detail::offset_table_applies(plan, 2, 0));
+  // NGS1 x LGS1 and the truth x LGS2 take the edge-point tables; pairs with the rotated NGS2 the
+  // direct sum.
+  EXPECT_TRUE(detail::point_table_applies(plan, 2, 0));
+  EXPECT_TRUE(detail::point_table_applies(plan, 4, 1));
+  EXPECT_FALSE(detail::point_table_applies(plan, 3, 0));
+  const detail::LayerStructure d({25, 25, 40});
+  for (const CovarianceKind kind : kKinds) {
+    const std::int64_t rows = covariance_rows(s, kind), cols = covariance_cols(s, kind);
+    Array fast(DType::f64, {rows, cols}), direct(DType::f64, {rows, cols});
+    detail::covariance_cpu_with(plan, {kind, DType::f64, fast.data(), rows, cols, nullptr}, true);
+    detail::covariance_cpu_with(plan, {kind, DType::f64, direct.data(), rows, cols, nullptr},
+                                false);
+    // The tables compute du from grid offsets or edge points instead of differences of centres:
+    // each of the 4 L structure-function values moves by a few ulp of its size, so the element by
+    // ~eps x the magnitude of its terms (64 eps leaves room for the sums over layers).
+    double worst = 0;
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const detail::SlopeRef a = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
+        const detail::SlopeRef b = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
+        const double mag = detail::plan_turbulence(plan, a, b, d).magnitude;
+        const double err = std::abs(at(fast, i, j) - at(direct, i, j));
+        worst = std::max(worst, err / mag);
+        ASSERT_LE(err, 64 * kEps * mag)
+            << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
+      }
+    std::printf("%s: table vs direct, max |diff| / magnitude = %.3g\n",
+                std::string(covariance_kind_name(kind)).c_str(), worst);
+  }
+}
+
+// The generator (fast structure function) against covariance_entry (reference structure function):
+// they differ by the fast function's relative error (kFastRelativeError, measured in
+// test_covariance_model.cpp) times the magnitude of the terms, plus the rounding of the sums.
+void check_entries(const AoSystem& s, CovarianceKind kind, int samples) {
+  const Array a = covariance(s, kind, cpu());
+  const detail::CovariancePlan plan = detail::make_covariance_plan(s, true);
+  const detail::LayerStructure d([&] {
+    std::vector<double> L0;
+    for (const auto& l : plan.layers) L0.push_back(l.outer_scale_m);
+    return L0;
+  }());
+  std::mt19937_64 rng(7);
+  double worst = 0;
+  std::uniform_int_distribution<std::int64_t> ri(0, a.dim(0) - 1), rj(0, a.dim(1) - 1);
+  for (int k = 0; k < samples; ++k) {
+    // Every tenth sample on the diagonal, where the noise sits.
+    const std::int64_t i = ri(rng), j = k % 10 == 0 ? std::min(i, a.dim(1) - 1) : rj(rng);
+    const detail::SlopeRef si = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
+    const detail::SlopeRef sj = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
+    const double mag = detail::plan_turbulence(plan, si, sj, d).magnitude +
+                       std::abs(detail::plan_noise(plan, si, sj));
+    const double entry = covariance_entry(s, kind, i, j);
+    EXPECT_NEAR(at(a, i, j), entry, (2e-15 + 16 * kEps) * mag)
+        << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
+    worst = std::max(worst, std::abs(at(a, i, j) - entry) / mag);
+  }
+  std::printf("%s %s: generator vs covariance_entry, max |diff| / magnitude = %.3g (%d samples)\n",
+              s.name.c_str(), std::string(covariance_kind_name(kind)).c_str(), worst, samples);
+}
+
+TEST(Covariance, GeneratorMatchesEntryOnSampledElements) {
+  const AoSystem s = test::small_system();
+  for (const CovarianceKind kind : kKinds) check_entries(s, kind, 300);
+}
+
+TEST(Covariance, DenseEqualsTiles) {
+  const AoSystem s = test::small_system();
+  for (const CovarianceKind kind : kKinds) {
+    const Array dense = covariance(s, kind, cpu());
+    for (const std::int64_t nb : {1L, 7L, 64L, 100L, dense.dim(0) + 5}) {
+      const linalg::TileMatrix t = covariance_tiles(s, kind, nb, cpu());
+      EXPECT_EQ(t.layout.fill(),
+                kind == CovarianceKind::ctm ? linalg::TileFill::full : linalg::TileFill::lower);
+      const Array back = t.to_dense();
+      ASSERT_EQ(back.shape(), dense.shape());
+      for (std::int64_t k = 0; k < dense.size(); ++k)
+        ASSERT_EQ(back.data_as<double>()[k], dense.data_as<double>()[k])
+            << covariance_kind_name(kind) << " nb " << nb << " element " << k;
+    }
+  }
+}
+
+TEST(Covariance, Float32IsRoundedFloat64) {
+  const AoSystem s = test::small_system();
+  for (const CovarianceKind kind : kKinds) {
+    const Array d = covariance(s, kind, cpu());
+    const Array f = covariance(s, kind, cpu(DType::f32));
+    const Array ft = covariance_tiles(s, kind, 20, cpu(DType::f32)).to_dense();
+    ASSERT_EQ(f.dtype(), DType::f32);
+    for (std::int64_t k = 0; k < d.size(); ++k) {
+      ASSERT_EQ(f.data_as<float>()[k], static_cast<float>(d.data_as<double>()[k]));
+      ASSERT_EQ(ft.data_as<float>()[k], static_cast<float>(d.data_as<double>()[k]));
+    }
+  }
+}
+
+TEST(Covariance, TruthSlopesFollowTheTruthSensor) {
+  // With the truth sensor a copy of NGS1 (only the name differs), Ctm's rows are Cmm's NGS1 rows
+  // without noise (the truth is another sensor) and Ctt is Cmm's NGS1 block, noise included (the
+  // same star). Cmm's rows above the NGS1 block are mirrored from its lower triangle, where the
+  // table offsets have the opposite sign: equal to a few ulp of the row's diagonal.
+  AoSystem s = test::small_system();
+  s.truth = s.sensors[2];
+  s.truth.name = "truth";
+  const Array cmm = covariance(s, CovarianceKind::cmm, cpu());
+  const Array cmm_quiet = covariance(s, CovarianceKind::cmm, cpu(DType::f64, false));
+  const Array ctm = covariance(s, CovarianceKind::ctm, cpu());
+  const Array ctt = covariance(s, CovarianceKind::ctt, cpu());
+  const std::int64_t off = 128, m = 64;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < cmm.dim(1); ++j)
+      ASSERT_NEAR(at(ctm, i, j), at(cmm_quiet, off + i, j),
+                  64 * kEps * std::abs(at(cmm_quiet, off + i, off + i)))
+          << "(" << i << ", " << j << ")";
+    for (std::int64_t j = 0; j < m; ++j) ASSERT_EQ(at(ctt, i, j), at(cmm, off + i, off + j));
+  }
+}
+
+TEST(Covariance, ErrorsNameTheArgument) {
+  const AoSystem s = test::small_system();
+  CovarianceOptions bad = cpu();
+  bad.dtype = DType::f16;
+  EXPECT_THROW((void)covariance(s, CovarianceKind::cmm, bad), InvalidInput);
+  EXPECT_THROW((void)covariance_tiles(s, CovarianceKind::cmm, 0, cpu()), InvalidInput);
+  try {
+    (void)covariance_entry(s, CovarianceKind::ctm, 64, 0);
+    ADD_FAILURE() << "expected InvalidInput";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("'row'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)covariance_entry(s, CovarianceKind::cmm, 0, 256), InvalidInput);
+  EXPECT_THROW((void)parse_covariance_kind("cnn", "--kind"), InvalidInput);
+  EXPECT_EQ(parse_covariance_kind("ctt", "--kind"), CovarianceKind::ctt);
+  AoSystem broken = s;
+  broken.atmosphere.r0_m = -1;
+  EXPECT_THROW((void)covariance(broken, CovarianceKind::cmm, cpu()), InvalidInput);
+  if (!cuda_available()) {
+    CovarianceOptions gpu = cpu();
+    gpu.device = DeviceKind::Cuda;
+    EXPECT_THROW((void)covariance(s, CovarianceKind::cmm, gpu), Unsupported);
+  }
+}
+
+TEST(Covariance, CheckPreset) {
+  const AoSystem s = ao_preset("check");
+  EXPECT_EQ(covariance_rows(s, CovarianceKind::cmm), 912);
+  EXPECT_EQ(covariance_rows(s, CovarianceKind::ctt), 152);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Array cmm = covariance(s, CovarianceKind::cmm, cpu());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("check Cmm (912 x 912, %zu layers) on the CPU: %.3f s\n", s.atmosphere.layers.size(),
+              seconds);
+  const auto [lo, hi] = cholesky_pivots(cmm);
+  std::printf("check Cmm Cholesky pivots: min %.3Lg max %.3Lg\n", lo, hi);
+  EXPECT_GT(lo, 0.0L);
+  for (const CovarianceKind kind : kKinds) check_entries(s, kind, 60);
+}
+
+// Timing of the mid system (n = 10,240, 10 layers); run with --gtest_also_run_disabled_tests.
+// Prints the wall time and the process CPU time (all threads): on a shared machine the latter
+// divided by the thread count estimates the wall time on idle cores.
+TEST(Covariance, DISABLED_MidPresetTiming) {
+  const AoSystem s = ao_preset("mid");
+  for (const CovarianceKind kind : kKinds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
+    const Array a = covariance(s, kind, cpu());
+    const double cpu_seconds = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("mid %s (%lld x %lld) on the CPU: %.2f s wall, %.2f s CPU\n",
+                std::string(covariance_kind_name(kind)).c_str(), static_cast<long long>(a.dim(0)),
+                static_cast<long long>(a.dim(1)), seconds, cpu_seconds);
+  }
+}
+
+}  // namespace
+}  // namespace halfscope::ao

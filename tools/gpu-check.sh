@@ -14,11 +14,14 @@
 #   <date>-<gpu>-ceilings.json   the ceilings in the benchmark schema (bench/README.md)
 #   <date>-<gpu>-mfilter.json    matched filtering (HALFSCOPE_BENCH_MFILTER=full|quick|off, default
 #                                full) with its PyTorch peers; mfilter-summary.md, its tables
-#   <date>-<gpu>-covariance.json AO covariance generation (HALFSCOPE_BENCH_AO=full|quick|off,
-#                                default full); covariance-summary.txt, its table
+#   <date>-<gpu>-covariance.json AO covariance generation on the GPU (HALFSCOPE_BENCH_AO=full|
+#                                quick|off, default full), -covariance-cpu.json the CPU backend on
+#                                the same machine; covariance-summary.txt, their tables
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
-# reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER pick the sweeps
-# (below); HALFSCOPE_COMMIT names the commit where the copy has no .git.
+# reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO
+# pick the sweeps (below); HALFSCOPE_CHECK_TARGETS builds only the named targets and
+# HALFSCOPE_CHECK_TESTS (a ctest -R regex) runs only the matching GPU tests, for short sessions;
+# HALFSCOPE_COMMIT names the commit where the copy has no .git.
 # Exit status: 0 when everything passed; 1 when a GPU test failed (the benchmarks still run
 # first); 2 for any other failure (configure, build, other tests, benchmark).
 set -uo pipefail  # not -e: a failed step is recorded and the later steps still run
@@ -112,13 +115,17 @@ if step configure "$log" cmake "${cmake_args[@]}"; then
   keep_going=-k
   [ -f "$build/build.ninja" ] && keep_going="-k 0"
   # shellcheck disable=SC2086
-  step build "$log" cmake --build "$build" -j "$jobs" -- $keep_going || other_failed=1
+  # HALFSCOPE_CHECK_TARGETS (space-separated) builds only those targets, for a short session.
+  targets=()
+  for t in ${HALFSCOPE_CHECK_TARGETS:-}; do targets+=(--target "$t"); done
+  # shellcheck disable=SC2086
+  step build "$log" cmake --build "$build" -j "$jobs" "${targets[@]}" -- $keep_going || other_failed=1
 else
   other_failed=1
 fi
 
 if [ -f "$build/CTestTestfile.cmake" ]; then
-  (cd "$build" && step "ctest -L gpu" "$results/ctest-gpu.log" ctest -L gpu --output-on-failure --timeout 300) ||
+  (cd "$build" && step "ctest -L gpu" "$results/ctest-gpu.log" ctest -L gpu -R "${HALFSCOPE_CHECK_TESTS:-.}" --output-on-failure --timeout 300) ||
     gpu_failed=1
   # HALFSCOPE_CHECK_ALL=0 skips the CPU suite (CI runs it) to leave the time to the benchmarks.
   if [ "${HALFSCOPE_CHECK_ALL:-1}" != 0 ]; then
@@ -226,19 +233,24 @@ if [ -x "$cli" ]; then
   fi
 
   # Adaptive optics (study 002): covariance generation, HALFSCOPE_BENCH_AO=full (default) | quick |
-  # off. full: every built-in system with both profiles on the GPU (FP32 and FP64 lower tiles, the
-  # E-ELT Cmm target among them), and the CPU backend on check and mid; quick: check and mid only.
+  # off. full: every built-in system, both profiles, Cmm / Ctm / Ctt in FP32 and FP64 lower tiles
+  # on the GPU (the E-ELT Cmm target among them), then the CPU backend (OpenMP, this machine's
+  # cores) on check and mid in FP64 for the GPU / CPU ratio; quick: check and mid only.
   ao_level="${HALFSCOPE_BENCH_AO:-full}"
   if [ "$ao_level" != off ]; then
-    ao_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-covariance.json"
-    ao_args=(--json "$ao_json" --kinds cmm,ctm,ctt --repeats 3)
-    if [ "$ao_level" = quick ]; then
-      ao_args+=(--systems check,mid --layers 10 --device cpu,cuda --dtype f32,f64)
-    else
-      ao_args+=(--systems check,mid,eelt --layers 10,60 --device cpu,cuda --dtype f32,f64)
-    fi
-    bench_covariance() { "$cli" bench covariance "$@" > "$results/covariance-summary.txt"; }
-    if step "bench covariance" "$log" bench_covariance "${ao_args[@]}"; then
+    ao_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-covariance"
+    ao_systems=check,mid,eelt
+    [ "$ao_level" = quick ] && ao_systems=check,mid
+    bench_covariance() {  # bench_covariance SUFFIX ARGS...: one JSON, its table appended
+      local suffix="$1"
+      shift
+      "$cli" bench covariance --json "$ao_json$suffix.json" "$@" >> "$results/covariance-summary.txt"
+    }
+    : > "$results/covariance-summary.txt"
+    if step "bench covariance gpu" "$log" bench_covariance "" --systems "$ao_systems" \
+      --layers 10,60 --kinds cmm,ctm,ctt --device cuda --dtype f32,f64 --repeats 3 --samples 300 &&
+      step "bench covariance cpu" "$log" bench_covariance "-cpu" --systems check,mid --layers 10 \
+        --kinds cmm,ctm,ctt --device cpu --dtype f64 --repeats 1 --samples 200; then
       tee -a "$summary" < "$results/covariance-summary.txt"
     else
       other_failed=1

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "cli.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
 
@@ -50,8 +51,9 @@ void add_ao_system_options(CLI::App& cmd, AoSystemArg& arg) {
                  "(preset:check, preset:mid, preset:eelt, preset:eelt:60)")
       ->required();
   cmd.add_option("--atmosphere", arg.atmosphere,
-                 "MOAO atmosphere file (prof*-atmos-night*.txt) for a MOAO sys-params.txt in the "
-                 "full layout");
+                 "MOAO atmosphere file (prof*-atmos-night*.txt) for a MOAO sys-params.txt, full "
+                 "or short (benchmark) layout; needed unless the file has the atmosphere "
+                 "appended (MOAO's own files do not)");
 }
 
 ao::AoSystem load_ao_system(const AoSystemArg& arg) {
@@ -70,7 +72,13 @@ ao::AoSystem load_ao_system(const AoSystemArg& arg) {
                        "': expected no atmosphere file with "
                        "a JSON system (" +
                        arg.spec + " holds its atmosphere)");
-  return ao::read_ao_system(arg.spec, arg.atmosphere);
+  ao::AoSystem system = ao::read_ao_system(arg.spec, arg.atmosphere);
+  if (ao::is_moao_short_layout(arg.spec))
+    warn(arg.spec +
+         ": MOAO short (benchmark) layout: no photometry in the file, MOAO's check-file values "
+         "are used (NGS magnitude 13, LGS flux 6e7 ph/m^2/s, 4 ms frames), and its noise_var is "
+         "not used (the noise comes from the photometry)");
+  return system;
 }
 
 std::string ao_system_label(const AoSystemArg& arg) {

@@ -1,7 +1,8 @@
-// How an adaptive-optics system is named on the command line, shared by `ao covariance`,
-// `ao structure-function`'s siblings and `ao evaluate`: a file (halfscope's `.json`, or a MOAO
-// `sys-params.txt` with an optional separate MOAO atmosphere file) or a built-in preset written
-// `preset:NAME` or `preset:NAME:LAYERS` (`preset:check`, `preset:eelt:60`).
+// How an adaptive-optics system is named on the command line, shared by `ao covariance` and
+// `ao evaluate` (the commands that take a SYSTEM): a file (halfscope's `.json`, or a MOAO
+// `sys-params.txt` in either layout with its atmosphere given by `--atmosphere`, unless appended to
+// the file) or a built-in preset written `preset:NAME` or `preset:NAME:LAYERS` (`preset:check`,
+// `preset:eelt:60`).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,7 +16,7 @@ namespace halfscope::cli {
 /// The SYSTEM argument and its `--atmosphere` companion, as typed.
 struct AoSystemArg {
   std::string spec;        // a path or preset:NAME[:LAYERS]
-  std::string atmosphere;  // MOAO atmosphere file (full MOAO layout only); empty when not given
+  std::string atmosphere;  // MOAO atmosphere file (either MOAO layout); empty when not given
 };
 
 /// Adds the required positional SYSTEM and the `--atmosphere FILE` option to `cmd`, bound to `arg`
@@ -25,7 +26,9 @@ void add_ao_system_options(CLI::App& cmd, AoSystemArg& arg);
 /// Loads and validates the system `arg` names. Throws InvalidInput naming SYSTEM for a malformed
 /// preset spec (unknown name, layer count not 10 or 60, trailing text) or for `--atmosphere` given
 /// with a preset or a `.json` file (both carry their atmosphere); the readers' IoError /
-/// InvalidInput (which name the file and the field) pass through.
+/// InvalidInput (which name the file and the field) pass through. For a MOAO file in the short
+/// (benchmark) layout it prints a one-line warning on stderr: the photometry is MOAO's check-file
+/// values and the file's noise_var is not used.
 [[nodiscard]] ao::AoSystem load_ao_system(const AoSystemArg& arg);
 
 /// A short label for messages and file headers: the preset spec, or the file name (with the

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ao_output_set.hpp"
 #include "ao_system_arg.hpp"
 #include "cli.hpp"
 #include "halfscope/ao/covariance.hpp"
@@ -116,11 +117,8 @@ void run_ao_covariance(const Globals& g, const AoCovarianceCliOptions& c) {
   const std::string label = ao_system_label(c.system);
 
   const fs::path dir(c.output_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw IoError(c.output_dir + ": cannot create the output folder" +
-                  (ec ? ": " + ec.message() : std::string(": a file of that name exists")));
+  AoOutputSet outputs;  // the matrices appear together when all are written (ao_output_set.hpp)
+  outputs.create_folder(dir);
   std::vector<fs::path> paths;
   for (ao::CovarianceKind k : kinds) {
     paths.push_back(dir / (std::string(ao::covariance_kind_name(k)) + "." + c.format));
@@ -138,14 +136,16 @@ void run_ao_covariance(const Globals& g, const AoCovarianceCliOptions& c) {
     const Array matrix = ao::covariance(system, kinds[i], options);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const fs::path partial = outputs.partial(paths[i]);
     if (c.format == "fits")
-      write_fits_covariance(paths[i], matrix, label, kinds[i], noise);
+      write_fits_covariance(partial, matrix, label, kinds[i], noise);
     else
-      io::write_npy(paths[i], matrix);
+      io::write_npy(partial, matrix);
     std::cout << ao::covariance_kind_name(kinds[i]) << ": " << matrix.dim(0) << " x "
               << matrix.dim(1) << " " << dtype_name(matrix.dtype()) << " in " << format_ms(ms)
               << " on " << device << " -> " << paths[i].string() << "\n";
   }
+  outputs.commit();
 }
 
 void register_ao_covariance(CLI::App& ao, Globals& g) {
@@ -153,7 +153,10 @@ void register_ao_covariance(CLI::App& ao, Globals& g) {
   auto* cmd = ao.add_subcommand(
       "covariance", "write the slope covariance matrices Cmm, Ctm, Ctt (arcsec^2) of a system");
   add_ao_system_options(*cmd, c->system);
-  cmd->add_option("-o,--output", c->output_dir, "output folder (created if missing)")->required();
+  cmd->add_option("-o,--output", c->output_dir,
+                  "output folder (created if missing); the matrices appear together when all are "
+                  "written, or not at all")
+      ->required();
   cmd->add_option("--kinds", c->kinds, "comma-separated: cmm (n x n), ctm (m x n), ctt (m x m)")
       ->capture_default_str();
   cmd->add_option("--dtype", c->dtype, "f64 or f32 (computed in FP64, rounded once)")

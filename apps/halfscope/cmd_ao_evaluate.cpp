@@ -2,6 +2,7 @@
 // system (evaluation.hpp): the tomographic error in nm rms and the Strehl ratio by Marechal and by
 // the OTF path, optionally the long-exposure PSF and a JSON summary.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "ao_output_set.hpp"
 #include "ao_system_arg.hpp"
 #include "cli.hpp"
 #include "halfscope/ao/evaluation.hpp"
@@ -41,6 +43,18 @@ Array read_reconstructor(const std::string& path, std::int64_t m, std::int64_t n
     throw InvalidInput(path + ": expected a " + std::to_string(m) + " x " + std::to_string(n) +
                        " reconstructor (truth slopes x measurement slopes of " + label +
                        "), found " + r.describe());
+  // Dtype and values checked here too, before the covariances are generated (seconds to minutes),
+  // so the message names the file rather than the library's argument.
+  if (!dtype_is_float(r.dtype()))
+    throw InvalidInput(path + ": expected a floating reconstructor (float64, float32, float16, " +
+                       "bfloat16), found " + r.describe());
+  const Array f = r.astype(DType::f64);
+  const double* p = f.data_as<double>();
+  for (std::int64_t i = 0; i < f.size(); ++i)
+    if (!std::isfinite(p[i]))
+      throw InvalidInput(path + ": expected finite reconstructor elements, found " +
+                         std::to_string(p[i]) + " at (" + std::to_string(i / n) + ", " +
+                         std::to_string(i % n) + ")");
   return r;
 }
 
@@ -95,16 +109,23 @@ void run_ao_evaluate(const Globals& g, const AoEvaluateCliOptions& c) {
   std::snprintf(line, sizeof line, "Strehl at %.3f um  Marechal %.4f  OTF %.4f\n",
                 e.wavelength_m * 1e6, e.strehl_marechal, e.strehl_otf);
   std::cout << line;
+  // The PSF and the summary appear together or not at all (ao_output_set.hpp): a failed second
+  // write must not leave this run's summary next to an older run's PSF (or the reverse).
+  AoOutputSet outputs;
+  if (!c.json.empty())
+    write_summary(outputs.partial(c.json).string(), c, label, system, e, seconds);
   if (!c.psf.empty()) {
-    write_array(g, c.psf, e.psf,
-                "halfscope " HALFSCOPE_VERSION
-                " ao evaluate PSF, peak = Strehl (diffraction peak "
-                "= 1), pixel lambda/(2D)");
+    io::Dataset d;  // the PSF is float64: written as is in every format
+    d.source = c.psf;
+    d.arrays.emplace_back("", e.psf);
+    io::WriteOptions w;
+    w.history = "halfscope " HALFSCOPE_VERSION
+                " ao evaluate PSF, peak = Strehl (diffraction peak = 1), pixel lambda/(2D)";
+    io::write_dataset(outputs.partial(c.psf), d, w);
   }
-  if (!c.json.empty()) {
-    write_summary(c.json, c, label, system, e, seconds);
-    info(g, "wrote " + c.json);
-  }
+  outputs.commit();
+  for (const std::string& path : {c.psf, c.json})
+    if (!path.empty()) info(g, "wrote " + path);
 }
 
 }  // namespace

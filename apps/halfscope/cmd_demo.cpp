@@ -66,7 +66,7 @@ void run_demo(const Globals& g, const DemoOptions& o) {
   page.recorded = recorded_ceilings(o.results_dir);
   page.conv_section = demo_conv_section(g, o.camera, o.results_dir, !o.skip_measure);
   page.mfilter_section = demo_mfilter_section(g, o.seismic, o.results_dir, !o.skip_measure);
-  page.ao_section = demo_ao_section(g, dir);
+  page.ao_section = demo_ao_section(g, dir, !o.skip_measure);
   page.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (page.cpu_ceilings) page.cpu_ceilings->write(dir / "ceilings-cpu.json");

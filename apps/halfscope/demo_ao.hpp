@@ -8,10 +8,15 @@ namespace halfscope::cli {
 
 struct Globals;
 
-/// The check system end to end, measured now (seconds, CPU or GPU): Cmm / Ctm / Ctt generation
-/// (timed), a picture of log10 |Cmm|, R = Ctm Cmm^-1 in FP64, the tomographic error, the Strehl
-/// ratio at H band (Marechal and OTF) and the PSF picture. Writes ao-cmm.png and ao-psf.png into
-/// `dir` and returns the HTML of the section that shows them.
-std::string demo_ao_section(const Globals& g, const std::filesystem::path& dir);
+/// The check system end to end, measured now (seconds, on the device of the global --device):
+/// Cmm / Ctm / Ctt generation (timed), a picture of log10 |Cmm|, R = Ctm Cmm^-1 in FP64, the
+/// tomographic error, the Strehl ratio at H band (Marechal and OTF) and the PSF pictures. Writes
+/// ao-cmm.png, ao-psf.png and ao-psf-diffraction.png into `dir` and returns the HTML of the section
+/// that shows them. In a build without LAPACKE (HALFSCOPE_HAS_LAPACKE off) the reconstructor and
+/// the scores are Unsupported: the section then shows the covariances (ao-cmm.png only) with a note
+/// and warns on stderr. With `measure` false (`demo --no-measure`) nothing is computed or written
+/// and the section says so.
+std::string demo_ao_section(const Globals& g, const std::filesystem::path& dir,
+                            bool measure = true);
 
 }  // namespace halfscope::cli

@@ -157,9 +157,12 @@ linalg::TileMatrix covariance_tiles(const AoSystem& system, CovarianceKind kind,
   return out;
 }
 
-double covariance_entry(const AoSystem& system, CovarianceKind kind, std::int64_t row,
-                        std::int64_t col, bool noise) {
-  const std::int64_t rows = covariance_rows(system, kind), cols = covariance_cols(system, kind);
+namespace detail {
+
+double covariance_entry(const CovariancePlan& plan, CovarianceKind kind, std::int64_t row,
+                        std::int64_t col) {
+  const std::int64_t rows = plan_slopes(plan, rows_are_truth(kind));
+  const std::int64_t cols = plan_slopes(plan, cols_are_truth(kind));
   const std::string name(covariance_kind_name(kind));
   if (row < 0 || row >= rows)
     throw InvalidInput("covariance_entry: argument 'row' must lie in [0, " + std::to_string(rows) +
@@ -167,16 +170,22 @@ double covariance_entry(const AoSystem& system, CovarianceKind kind, std::int64_
   if (col < 0 || col >= cols)
     throw InvalidInput("covariance_entry: argument 'col' must lie in [0, " + std::to_string(cols) +
                        ") for " + name + ", found " + std::to_string(col));
-  const detail::CovariancePlan plan = detail::make_covariance_plan(system, noise);
-  const detail::SlopeRef i = detail::locate_slope(plan, rows_are_truth(kind), row);
-  const detail::SlopeRef j = detail::locate_slope(plan, cols_are_truth(kind), col);
+  const SlopeRef i = locate_slope(plan, rows_are_truth(kind), row);
+  const SlopeRef j = locate_slope(plan, cols_are_truth(kind), col);
   // The reference structure function of turbulence.hpp (r0 = 1 m), independent of the fast
   // evaluator the backends use.
   const auto reference = [&](double r, std::int64_t layer) {
     return vonkarman_structure_function(r, 1.0,
                                         plan.layers[static_cast<std::size_t>(layer)].outer_scale_m);
   };
-  return detail::plan_turbulence(plan, i, j, reference).value + detail::plan_noise(plan, i, j);
+  return plan_turbulence(plan, i, j, reference).value + plan_noise(plan, i, j);
+}
+
+}  // namespace detail
+
+double covariance_entry(const AoSystem& system, CovarianceKind kind, std::int64_t row,
+                        std::int64_t col, bool noise) {
+  return detail::covariance_entry(detail::make_covariance_plan(system, noise), kind, row, col);
 }
 
 }  // namespace halfscope::ao

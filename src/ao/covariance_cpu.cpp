@@ -195,6 +195,7 @@ bool offset_table_applies(const CovariancePlan& plan, std::int64_t a, std::int64
 
 void covariance_cpu_with(const CovariancePlan& plan, const CovarianceTarget& target,
                          bool tables_on) {
+  check_covariance_target(plan, target, "covariance_cpu");
   const bool symmetric = target.kind != CovarianceKind::ctm;
   const std::vector<SlopeRef> rows =
       side_refs(plan, target.kind != CovarianceKind::cmm, target.rows);

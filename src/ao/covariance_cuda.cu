@@ -10,7 +10,9 @@
 //    Cmm). The table's separations are rebuilt from the lattice (origin + pitch (dc e1 + dr e2)),
 //    which matches the plan's centres to rounding (checked to 16 ulp of the pupil size, else the
 //    sensor falls back to the direct path): the same order as the rounding of u_i - u_j itself.
-//  - direct evaluation (LGS x NGS, truth x LGS): 4 structure functions per layer and element.
+//  - direct evaluation (LGS x NGS, truth x LGS): 4 structure functions per layer and element,
+//    or, when both lenslet arrays are unrotated, the edge-point tables of covariance_edges.cuh
+//    (CovarianceCudaVariant::direct, default edge): ~4x fewer structure functions, then gathers.
 // The noise and LGS tip-tilt terms are added as covariance_plan.hpp says.
 #include <cuda_runtime.h>
 
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "ao/covariance_cuda.hpp"
+#include "ao/covariance_cuda_edges.hpp"
 #include "ao/kernels/covariance_elements.cuh"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
@@ -133,51 +136,6 @@ bool same_geometry(const CovariancePlan& plan, int a, int b, const Lattice& la, 
   return true;
 }
 
-/// A host vector copied to stream-ordered device scratch.
-template <class T>
-class DeviceCopy {
- public:
-  DeviceCopy(const std::vector<T>& v, cudaStream_t stream)
-      : scratch_(static_cast<std::int64_t>(v.size() * sizeof(T)) + 16, stream) {
-    if (!v.empty())
-      HS_CUDA_CHECK(cudaMemcpyAsync(scratch_.get(), v.data(), v.size() * sizeof(T),
-                                    cudaMemcpyHostToDevice, stream));
-  }
-  [[nodiscard]] const T* get() const noexcept { return scratch_.as<T>(); }
-
- private:
-  cuda::StreamScratch scratch_;
-};
-
-void check_target(const CovariancePlan& plan, const CovarianceTarget& t, std::int64_t rows,
-                  std::int64_t cols) {
-  const std::string fn = "covariance_cuda: ";
-  if (t.dtype != DType::f32 && t.dtype != DType::f64)
-    throw InvalidInput(fn + "target dtype must be float32 or float64, found " +
-                       std::string(dtype_name(t.dtype)));
-  const char* kind = t.kind == CovarianceKind::cmm   ? "cmm"
-                     : t.kind == CovarianceKind::ctm ? "ctm"
-                                                     : "ctt";
-  if (t.rows != rows || t.cols != cols)
-    throw InvalidInput(fn + "target of " + kind + " must be " + std::to_string(rows) + " x " +
-                       std::to_string(cols) + ", found " + std::to_string(t.rows) + " x " +
-                       std::to_string(t.cols));
-  if (t.tiles && (t.tiles->rows() != rows || t.tiles->cols() != cols))
-    throw InvalidInput(fn + "tile layout is " + std::to_string(t.tiles->rows()) + " x " +
-                       std::to_string(t.tiles->cols()) + ", expected " + std::to_string(rows) +
-                       " x " + std::to_string(cols));
-  if (rows >= (std::int64_t{1} << 31) || cols >= (std::int64_t{1} << 31) ||
-      plan.x.size() >= (std::size_t{1} << 23) || plan.sensors.size() > 127)
-    throw InvalidInput(fn +
-                       "system too large for the GPU slope maps (expected < 2^23 "
-                       "subapertures and < 128 sensors)");
-  if (t.data == nullptr) throw InvalidInput(fn + "target data is null (expected device memory)");
-  cudaPointerAttributes attr{};
-  HS_CUDA_CHECK(cudaPointerGetAttributes(&attr, t.data));
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    throw InvalidInput(fn + "target data must be device memory, found host memory");
-}
-
 template <class T, VkLayout L, int FastLanes>
 void launch_elements(const CovKernelArgs& args, CovOutput out, cudaStream_t stream) {
   const std::int64_t blocks = out.block_rows * out.block_cols;
@@ -226,7 +184,7 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   const std::vector<std::int32_t> col_info = side_info(plan, col_sensors);
   const auto rows = static_cast<std::int64_t>(row_info.size());
   const auto cols = static_cast<std::int64_t>(col_info.size());
-  check_target(plan, target, rows, cols);
+  check_covariance_target(plan, target, rows, cols);
   if (rows == 0 || cols == 0) return;
 
   const int ns = static_cast<int>(plan.sensors.size());
@@ -261,6 +219,9 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   std::vector<DevPair> pairs(static_cast<std::size_t>(ns) * static_cast<std::size_t>(ns));
   std::vector<DevTableJob> jobs;
   std::int64_t table_doubles = 0;
+  const bool edge_path = variant.direct == DirectPath::edge;
+  const EdgeSensors edges = edge_path ? edge_sensors(plan) : EdgeSensors{};
+  std::vector<int2> edge_pairs;  // unordered direct pairs (a < b) served by edge-point tables
   std::vector<char> met(pairs.size(), 0);  // unordered pairs (a <= b) that meet
   std::int64_t meeting = 0;
   for (const int ra : row_sensors)
@@ -272,7 +233,15 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
       DevPair& pab = pairs[static_cast<std::size_t>(a * ns + b)];
       const Lattice& la = lattice[static_cast<std::size_t>(a)];
       const Lattice& lb = lattice[static_cast<std::size_t>(b)];
-      if (!same_geometry(plan, a, b, la, lb)) continue;
+      if (!same_geometry(plan, a, b, la, lb)) {
+        if (edge_path && a != b && edges.ok[static_cast<std::size_t>(a)] &&
+            edges.ok[static_cast<std::size_t>(b)]) {
+          pab.edge = 1;
+          pairs[static_cast<std::size_t>(b * ns + a)].edge = 1;
+          edge_pairs.push_back(make_int2(a, b));
+        }
+        continue;
+      }
       DevTableJob job;
       job.a = a;
       job.b = b;
@@ -294,11 +263,12 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   if (report) {
     report->table_pairs = static_cast<std::int64_t>(jobs.size());
     report->direct_pairs = meeting - report->table_pairs;
+    report->edge_pairs = static_cast<std::int64_t>(edge_pairs.size());
   }
 
   cuda::Stream stream;
   const cudaStream_t st = stream.get();
-  cuda::Event t0, t1, t2, t3;
+  cuda::Event t0, t1, t2, t3, t4;
   t0.record(st);
   const DeviceCopy<double> d_vk_deg(vk.by_degree, st);
   const DeviceCopy<double> d_vk_int(vk.coefficients, st);
@@ -343,6 +313,7 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   args.vks = vk.scalars;
   args.rows = rows;
   args.cols = cols;
+  args.any_edge = !edge_pairs.empty();
   if (!jobs.empty()) {
     std::int64_t widest = 0;
     for (const DevTableJob& j : jobs) widest = std::max<std::int64_t>(widest, 2 * j.radius + 1);
@@ -371,6 +342,9 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   }
   launch_variant(target.dtype == DType::f64, variant, args, out, st);
   t3.record(st);
+  const std::int64_t edge_scratch = covariance_edge_pairs(
+      plan, edges, edge_pairs, row_sensors, col_sensors, args, out, target.dtype == DType::f64, st);
+  t4.record(st);
   stream.synchronize();
   if (report) {
     float ms = 0;
@@ -380,8 +354,10 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
     report->tables_ms = ms;
     HS_CUDA_CHECK(cudaEventElapsedTime(&ms, t2.get(), t3.get()));
     report->elements_ms = ms;
+    HS_CUDA_CHECK(cudaEventElapsedTime(&ms, t3.get(), t4.get()));
+    report->edge_ms = ms;
     report->scratch_bytes =
-        table_doubles * 8 +
+        table_doubles * 8 + edge_scratch +
         static_cast<std::int64_t>(2 * vk.coefficients.size() * 8 + plan.x.size() * (5 * 8 + 8) +
                                   (row_info.size() + col_info.size()) * 4);
   }

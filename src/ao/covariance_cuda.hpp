@@ -41,14 +41,24 @@ struct CovarianceCudaReport {
   double elements_ms = 0;          // the element kernel (writes the whole target)
   std::int64_t table_pairs = 0;    // unordered sensor pairs served by an offset table
   std::int64_t direct_pairs = 0;   // unordered sensor pairs evaluated directly
+  std::int64_t edge_pairs = 0;     // of those, pairs served by edge-point tables
+  double edge_ms = 0;              // the edge-point tables and their gathers (after the elements)
   std::int64_t scratch_bytes = 0;  // device scratch besides the target
 };
+
+/// How the direct pairs (sensors without a shared offset table) are computed: `element` evaluates
+/// 4 structure functions per layer and element (covariance_terms.cuh); `edge` (the default) builds
+/// layer-summed tables over the edge points of both sensors and gathers 4 entries per element
+/// (kernels/covariance_edges.cuh), for the pairs whose lenslet arrays are both unrotated (the
+/// others stay on `element`).
+enum class DirectPath : std::uint8_t { element, edge };
 
 /// A version of the element kernel (all kept reachable so the benchmark shows the ladder; the
 /// defaults are what covariance_cuda runs, chosen by the measurements in covariance_tuning.hpp).
 struct CovarianceCudaVariant {
   VkLayout layout = VkLayout::degree_major;  // the structure-function table's layout
   int warp_fast_lanes = kCovWarpFastLanes;   // 32 (a warp is 32 x 1 elements) or 8 (8 x 4)
+  DirectPath direct = DirectPath::edge;      // the direct pairs' path
 };
 
 /// covariance_cuda, filling `report` when not null, with the element kernel `variant`. Throws

@@ -52,8 +52,12 @@ CovariancePlan make_covariance_plan(const AoSystem& system, bool noise) {
     const std::vector<Subaperture> subs = valid_subapertures(system, sensor);
     const auto count = static_cast<std::int64_t>(subs.size());
     // The truth sensor's slopes are rows / columns of their own matrix side: they start at 0.
+    // The truth slopes stand for the noise-free turbulence in the target direction, so the truth
+    // sensor carries no noise (zeros here, no LGS tip-tilt): Ctt is noise-free. MOAO adds the
+    // truth sensor's noise to Ctt; that only offsets diag(Cee) by a constant independent of the
+    // reconstructor, and inflated the tomographic error (+22 % trace(Cee) on preset check).
     plan.sensors.push_back(plan_sensor(system, sensor, truth ? 0 : slope_offset, subaperture_offset,
-                                       count, plan.noise));
+                                       count, plan.noise && !truth));
     for (const Subaperture& sub : subs) {
       plan.x.push_back(sub.x_m);
       plan.y.push_back(sub.y_m);
@@ -61,7 +65,7 @@ CovariancePlan make_covariance_plan(const AoSystem& system, bool noise) {
       plan.row.push_back(sub.row);
     }
     std::vector<SubapertureNoise> n(subs.size());
-    if (plan.noise) n = sensor_noise(system, sensor, subs);
+    if (plan.noise && !truth) n = sensor_noise(system, sensor, subs);
     for (const SubapertureNoise& v : n) {
       plan.noise_xx.push_back(v.xx);
       plan.noise_yy.push_back(v.yy);
@@ -98,6 +102,45 @@ CovariancePlan make_covariance_plan(const AoSystem& system, bool noise) {
     }
   }
   return plan;
+}
+
+std::int64_t plan_slopes(const CovariancePlan& plan, bool truth_side) noexcept {
+  if (truth_side) return 2 * plan.sensors.back().subapertures;
+  std::int64_t n = 0;
+  for (std::int64_t s = 0; s < plan.truth(); ++s)
+    n += 2 * plan.sensors[static_cast<std::size_t>(s)].subapertures;
+  return n;
+}
+
+void check_covariance_target(const CovariancePlan& plan, const CovarianceTarget& target,
+                             const char* who) {
+  const std::string kind(covariance_kind_name(target.kind));
+  const std::string where = std::string(who) + ": " + kind + " target ";
+  if (target.dtype != DType::f32 && target.dtype != DType::f64)
+    throw InvalidInput(where + "dtype must be float32 or float64, found " +
+                       std::string(dtype_name(target.dtype)));
+  const std::int64_t rows = plan_slopes(plan, target.kind != CovarianceKind::cmm);
+  const std::int64_t cols = plan_slopes(plan, target.kind == CovarianceKind::ctt);
+  const auto shape = [](std::int64_t r, std::int64_t c) {
+    return std::to_string(r) + " x " + std::to_string(c);
+  };
+  if (target.rows != rows || target.cols != cols)
+    throw InvalidInput(where + "must be " + shape(rows, cols) + " (the system's slopes), found " +
+                       shape(target.rows, target.cols));
+  if (target.data == nullptr && rows * cols > 0)
+    throw InvalidInput(where + "data must not be null");
+  if (target.tiles == nullptr) return;
+  const linalg::TileLayout& t = *target.tiles;
+  if (t.rows() != rows || t.cols() != cols)
+    throw InvalidInput(where + "tile layout must be " + shape(rows, cols) + ", found " +
+                       shape(t.rows(), t.cols()));
+  // Only the lower tiles of a symmetric kind are computed: a full layout would keep its upper
+  // off-diagonal tiles uninitialised, so it is refused rather than half written.
+  const bool symmetric = target.kind != CovarianceKind::ctm;
+  const linalg::TileFill want = symmetric ? linalg::TileFill::lower : linalg::TileFill::full;
+  if (t.fill() != want)
+    throw InvalidInput(where + "tile layout must have " + (symmetric ? "lower" : "full") +
+                       " fill, found " + (t.fill() == linalg::TileFill::lower ? "lower" : "full"));
 }
 
 SlopeRef locate_slope(const CovariancePlan& plan, bool truth_side, std::int64_t index) {

@@ -16,6 +16,8 @@
 //   cov = lambda2 / (sensor[a].pitch_m * sensor[b].pitch_m) * sum_l cn2_l * term_l
 // plus, when a == b and the noise is on: noise_xx/yy/xy[subaperture offset + p] on the diagonal
 // (p == q; xy on the (x_p, y_p) and (y_p, x_p) entries), and lgs_tiptilt on every xx and yy entry.
+// The truth sensor's noise arrays are zeros and its lgs_tiptilt 0: Ctt is noise-free (the truth
+// slopes are the turbulence in the target direction; see covariance_plan.cpp).
 #pragma once
 
 #include <cstdint>
@@ -100,6 +102,25 @@ struct CovarianceTarget {
   std::int64_t rows = 0, cols = 0;
   const linalg::TileLayout* tiles = nullptr;
 };
+
+/// Slopes on one side of a plan's matrices: the truth sensor's (truth_side) or all the measuring
+/// sensors' (2 per valid subaperture).
+[[nodiscard]] std::int64_t plan_slopes(const CovariancePlan& plan, bool truth_side) noexcept;
+
+/// Checks that `target` fits the plan before a backend writes into it: dtype float32 / float64,
+/// rows x cols those of the plan for its kind, data non-null, a tile layout of the same rows x
+/// cols whose fill is lower for the symmetric kinds (Cmm, Ctt: only the lower tiles are written)
+/// and full for Ctm. Throws InvalidInput naming `who` (the backend), what was expected and found.
+void check_covariance_target(const CovariancePlan& plan, const CovarianceTarget& target,
+                             const char* who);
+
+/// One element (row, col) of a covariance of a prebuilt plan by the direct FP64 evaluation with
+/// the reference structure function (turbulence.hpp), noise as the plan carries it: the public
+/// covariance_entry without rebuilding the plan (validation, subapertures, noise) per call, for
+/// sampling many entries (the benchmark's accuracy check). Throws InvalidInput when row / col lie
+/// outside the matrix.
+[[nodiscard]] double covariance_entry(const CovariancePlan& plan, CovarianceKind kind,
+                                      std::int64_t row, std::int64_t col);
 
 /// The CPU backend (OpenMP over rows / tiles); computes every element in FP64.
 void covariance_cpu(const CovariancePlan& plan, const CovarianceTarget& target);

@@ -26,22 +26,16 @@ double marechal_strehl(double rms_nm, double wavelength_m) {
   return std::exp(-phase_rad * phase_rad);
 }
 
-Evaluation evaluate_error_covariance(const AoSystem& system, const Array& cee,
-                                     const EvaluationOptions& options) {
-  const std::int64_t m = truth_count(system);
-  if (cee.ndim() != 2 || cee.dim(0) != m || cee.dim(1) != m)
-    throw InvalidInput("evaluate_error_covariance: cee: expected " + std::to_string(m) + " x " +
-                       std::to_string(m) + " (2 x the truth sensor's valid subapertures), found " +
-                       cee.describe());
-  Array c = cee.on_device() ? cee.to(Memory::host) : cee;
-  c = c.dtype() == DType::f64 ? c.clone(Memory::host) : c.astype(DType::f64);
-  const double* p = c.data_as<double>();
-  for (std::int64_t i = 0; i < c.size(); ++i)
-    if (!std::isfinite(p[i]))
-      throw InvalidInput("evaluate_error_covariance: cee: element (" + std::to_string(i / m) +
-                         ", " + std::to_string(i % m) + ") is not finite");
+namespace {
 
-  const PhaseProjection projection = truth_phase_projection(system);
+// The evaluation of a checked FP64 host Cee; `ctt` (may be null) is the system's Ctt when the
+// caller already generated it, so the matched projection does not generate it again.
+Evaluation evaluate(const AoSystem& system, Array c, const EvaluationOptions& options,
+                    const Array* ctt) {
+  const PhaseProjection projection =
+      options.projection == ProjectionMethod::matched && ctt != nullptr
+          ? detail::matched_projection(system, *ctt)
+          : truth_phase_projection(system, options.projection, options.device);
   const Array phase_cov = detail::phase_covariance(projection, c);
   const double variance_m2 = detail::mean_phase_variance(phase_cov);
   if (variance_m2 < 0)
@@ -66,6 +60,28 @@ Evaluation evaluate_error_covariance(const AoSystem& system, const Array& cee,
   return e;
 }
 
+}  // namespace
+
+Evaluation evaluate_error_covariance(const AoSystem& system, const Array& cee,
+                                     const EvaluationOptions& options) {
+  const std::int64_t m = truth_count(system);
+  if (cee.ndim() != 2 || cee.dim(0) != m || cee.dim(1) != m)
+    throw InvalidInput("evaluate_error_covariance: cee: expected " + std::to_string(m) + " x " +
+                       std::to_string(m) + " (2 x the truth sensor's valid subapertures), found " +
+                       cee.describe());
+  if (!dtype_is_float(cee.dtype()))
+    throw InvalidInput("evaluate_error_covariance: cee: expected a floating dtype, found " +
+                       cee.describe());
+  Array c = cee.on_device() ? cee.to(Memory::host) : cee;
+  c = c.dtype() == DType::f64 ? c.clone(Memory::host) : c.astype(DType::f64);
+  const double* p = c.data_as<double>();
+  for (std::int64_t i = 0; i < c.size(); ++i)
+    if (!std::isfinite(p[i]))
+      throw InvalidInput("evaluate_error_covariance: cee: element (" + std::to_string(i / m) +
+                         ", " + std::to_string(i % m) + ") is not finite");
+  return evaluate(system, std::move(c), options, nullptr);
+}
+
 Evaluation evaluate_reconstructor(const AoSystem& system, const Array& reconstructor,
                                   const EvaluationOptions& options) {
   const std::int64_t m = truth_count(system), n = measurement_count(system);
@@ -80,9 +96,11 @@ Evaluation evaluate_reconstructor(const AoSystem& system, const Array& reconstru
   co.noise = true;
   const Array cmm = covariance(system, CovarianceKind::cmm, co);
   const Array ctm = covariance(system, CovarianceKind::ctm, co);
+  // Ctt is noise-free whatever co.noise says: the truth sensor carries no noise (the truth
+  // slopes are the turbulence in the target direction, covariance_plan.cpp).
   const Array ctt = covariance(system, CovarianceKind::ctt, co);
-  const Array cee = error_covariance(ctt, ctm, cmm, reconstructor, options.device);
-  return evaluate_error_covariance(system, cee, options);
+  Array cee = error_covariance(ctt, ctm, cmm, reconstructor, options.device);
+  return evaluate(system, std::move(cee), options, &ctt);
 }
 
 }  // namespace halfscope::ao

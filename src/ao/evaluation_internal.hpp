@@ -1,6 +1,7 @@
 // Internal steps of the tomographic evaluation (public API: include/halfscope/ao/evaluation.hpp),
 // split out so the tests can check each one against an independent reference:
-//   Cee (slopes, arcsec^2) --projection--> phase covariance on the Fried points (m^2 of OPD)
+//   Cee (slopes, arcsec^2) --projection--> phase covariance on the evaluation points (the truth
+//   lattice's corners inside the annulus, m^2 of OPD)
 //   --pair average--> phase structure function on the point lattice --> OTF_err --> PSF, Strehl.
 #pragma once
 
@@ -15,8 +16,41 @@ namespace halfscope::ao::detail {
 /// Arcseconds per radian, the slope unit of the covariance model.
 inline constexpr double kArcsecPerRadian = 206265.0;
 
+/// The points of the truth sensor's Fried lattice ((Nssp + 1)^2 corners, pitch D / Nssp) that
+/// touch a valid subaperture, as a row-major (Nssp + 1)^2 uint8 mask; with `annulus_only` also
+/// inside the pupil annulus (obstruction D / 2 <= r <= D / 2, r measured in the lenslet frame as
+/// the valid-subaperture rule does).
+[[nodiscard]] Array lattice_point_mask(const AoSystem& system, bool annulus_only);
+
+/// Pupil-frame positions (x, y in metres: the lenslet frame rotated and shifted like the
+/// subaperture centres) of the points of `mask`, in mask order.
+struct PointPositions {
+  std::vector<double> x, y;
+};
+[[nodiscard]] PointPositions lattice_point_positions(const AoSystem& system, const Array& mask);
+
+/// The least-squares inverse of the Fried gradient model on every lattice point touching a valid
+/// subaperture (piston- and waffle-free): the building block of ProjectionMethod::fried.
+[[nodiscard]] PhaseProjection fried_pseudo_inverse(const AoSystem& system);
+
+/// C_phi,t (points x m, FP64): Cov(OPD at the points of `mask`, truth slopes) of the von Karman
+/// model of the covariance generator, metres x arcsec (covariance_plan.hpp's slope model with one
+/// end of each baseline replaced by the point, see phase_projection_matched.cpp).
+[[nodiscard]] Array phase_slope_covariance(const AoSystem& system, const Array& mask);
+
+/// The regulariser N_t of the matched projection, per truth slope (arcsec^2): the truth sensor's
+/// NGS noise variance from the noise model, or 1e-6 x mean diag(Ctt) when the system's noise model
+/// is disabled.
+[[nodiscard]] std::vector<double> truth_regulariser(const AoSystem& system, const Array& ctt);
+
+/// The matched projection from a Ctt (m x m FP64 host, noise-free) already generated.
+[[nodiscard]] PhaseProjection matched_projection(const AoSystem& system, const Array& ctt);
+
+/// Subtracts from every column of the row-major points x m matrix its mean (piston removal).
+void remove_piston(Array& matrix);
+
 /// C_phi = P Cee P^T (points x points, FP64, symmetrised): the covariance of the reconstructed OPD
-/// on the Fried points, m^2. `cee` is m x m FP64 host.
+/// on the evaluation points, m^2. `cee` is m x m FP64 host.
 [[nodiscard]] Array phase_covariance(const PhaseProjection& projection, const Array& cee);
 
 /// The piston-free wavefront variance: the mean of diag(C_phi), m^2.

@@ -7,8 +7,9 @@
 //   F_ngs = 10^(2.9 - 0.4 m) * 1e4 d^2 * 1e10 bandwidth_m * t * throughput * atmosphere_throughput.
 // The LGS return flux is given at M1 (it has crossed the atmosphere twice already), so
 //   F_lgs = lgs_flux * d^2 * t * throughput.
-// (MOAO applies no atmosphere throughput to its NGS and divides its LGS flux by it; we follow the
-// photometry instead. Both are one multiplicative factor on F.)
+// Departure from MOAO: MOAO applies no atmosphere throughput to its NGS and divides its LGS flux
+// by it; we follow the photometry instead (with the benchmark files' 0.84: NGS photons x 0.84,
+// LGS photons x 0.84^2 = 0.71 relative to MOAO). Both are one multiplicative factor on F.
 //
 // Centroid noise of a spot of size s (arcsec) on pixels of p arcsec with N = F photo-electrons and
 // a read-out noise of RON e- per pixel, the form used by MOAO (updateNoise):
@@ -16,14 +17,22 @@
 // The photon term scales as s^2 / F as for any centroid (an ideal Gaussian-spot centroid gives
 // s_FWHM^2 / (8 ln 2 F) = 0.18 s^2 / F; 0.32 carries MOAO's margin for a real windowed centroid).
 // The read-out term is the variance of RON over the ~(s / p)^2 pixels of the spot, weighted by
-// their lever arm ~s and divided by F^2. We use MOAO's constants 0.32 and 0.82 unchanged.
-// NGS (and the truth sensor): s = lambda / r0(lambda) at the sensing wavelength, xy = 0.
+// their lever arm^2 ~s^2 along the axis and divided by F^2. We use MOAO's constants 0.32 and
+// 0.82 unchanged.
+// NGS: s = lambda / r0(lambda) at the sensing wavelength, xy = 0. Known simplification (MOAO's,
+// kept for comparability with the study): the spot size ignores diffraction lambda / d, which
+// underestimates the photon noise of a small subaperture (E-ELT NGS: seeing 0.76", lambda / d
+// 0.30"; adding them in quadrature would raise s^2, hence the photon term, by ~15 %).
+// The truth sensor gets no noise at all (covariance_plan.cpp): Ctt is noise-free.
 // LGS: the spot is the seeing convolved with the laser spot, p2 = s^2 + spot^2, elongated along
-// the direction from the launch telescope by e (noise.hpp); along the short axis s^2 -> p2, along
-// the long axis s^2 -> p2 + e^2 in the photon term and s^4 -> (p2 + e^2)^(3/2) p2^(1/2) (the spot
-// area) in the read-out term. The axis variances sigma_l^2, sigma_s^2 rotate by the elongation
+// the direction from the launch telescope by e (noise.hpp), l2 = p2 + e^2 on the long axis. The
+// photon term takes the axis's size^2 (p2 short, l2 long). In the read-out term s^4 becomes the
+// spot area sqrt(l2 p2) (pixel count) times the axis's lever arm^2: (l2)^(3/2) p2^(1/2) on the
+// long axis, p2^(3/2) l2^(1/2) on the short one (the extra pixels of the elongated spot add
+// read-out noise on both axes). The axis variances sigma_l^2, sigma_s^2 rotate by the elongation
 // angle theta into xx = sigma_l^2 cos^2 + sigma_s^2 sin^2, yy = sigma_l^2 sin^2 + sigma_s^2 cos^2,
-// xy = (sigma_l^2 - sigma_s^2) sin cos.
+// xy = (sigma_l^2 - sigma_s^2) sin cos. (MOAO uses p2^2 on the short axis, too small by
+// sqrt(1 + e^2 / p2).)
 #include "ao/noise.hpp"
 
 #include <cmath>
@@ -114,13 +123,14 @@ std::vector<SubapertureNoise> sensor_noise(const AoSystem& system, const Sensor&
     return out;
   }
   const double p2 = s2 + sensor.spot_fwhm_arcsec * sensor.spot_fwhm_arcsec;
-  const double short_axis = axis_variance(flux, ron2, p2, p2 * p2);
   for (std::size_t k = 0; k < subapertures.size(); ++k) {
     double theta = 0;
     const double e =
         lgs_elongation_arcsec(system, sensor, subapertures[k].x_m, subapertures[k].y_m, theta);
     const double l2 = p2 + e * e;
-    const double long_axis = axis_variance(flux, ron2, l2, l2 * std::sqrt(l2) * std::sqrt(p2));
+    const double area = std::sqrt(l2) * std::sqrt(p2);  // spot area ~ pixel count
+    const double long_axis = axis_variance(flux, ron2, l2, l2 * area);
+    const double short_axis = axis_variance(flux, ron2, p2, p2 * area);
     const double c = std::cos(theta), s = std::sin(theta);
     out[k] = {long_axis * c * c + short_axis * s * s, long_axis * s * s + short_axis * c * c,
               (long_axis - short_axis) * s * c};

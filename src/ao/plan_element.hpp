@@ -12,7 +12,8 @@ namespace halfscope::ao::detail {
 
 /// The noise of element (i, j) of a plan (0 unless both slopes belong to the same sensor and
 /// the plan's noise is on): the subaperture's variances on its diagonal, the LGS tip-tilt constant
-/// on every xx / yy entry of an LGS block.
+/// on every xx / yy entry of an LGS block. The truth sensor's noise is zero in the plan (Ctt is
+/// noise-free).
 inline double plan_noise(const CovariancePlan& plan, const SlopeRef& i, const SlopeRef& j) {
   if (!plan.noise || i.sensor != j.sensor) return 0.0;
   const PlanSensor& s = plan.sensors[static_cast<std::size_t>(i.sensor)];

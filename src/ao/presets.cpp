@@ -5,7 +5,9 @@
 // + 3 NGS; nx5120: 29 across, 5 LGS + 3 NGS) with the LGS on a 23 arcsec-radius ring as there; eelt
 // is the MOSAIC-like E-ELT benchmark (nx50184: 86 across, 5 LGS + 4 NGS) with the LGS on MOSAIC's
 // 7.4 arcmin-diameter ring inside the E-ELT's 10 arcmin technical field. NGS sit between the LGS
-// directions; the truth sensor (the target) is on axis.
+// directions; the truth sensor (the target) is on axis. Only eelt's sizes are nx50184's: that file
+// puts the LGS at 23 arcsec and the NGS at 16 to 52 arcsec, a pointing read from the file itself
+// (`ao covariance .../nx50184/sys-params.txt --atmosphere prof*-atmos-night*.txt`).
 //
 // Photometry and detectors: the values of MOAO's check files (NGS magnitude 13, LGS return 6e7
 // ph/m^2/s at M1, pixels 0.3 / 1.0 arcsec, 650 / 589 nm, 330 nm bandwidth, throughputs 0.425 /

@@ -1,5 +1,6 @@
 // The OTF path of the evaluation (evaluation_internal.hpp): the error's phase structure function on
-// the Fried point lattice, the telescope OTF, the long-exposure PSF and its Strehl ratio.
+// the evaluation points of the truth lattice, the telescope OTF, the long-exposure PSF and its
+// Strehl ratio.
 //
 // A simplified form of the "Vii" method of the MOAO code (reference notes section 1.4 item 7):
 // rather than going through the DM's influence functions, the structure function of the projected
@@ -14,7 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -112,6 +115,13 @@ std::vector<double> telescope_otf(double obstruction, std::int64_t n) {
   return otf;
 }
 
+// A value in scientific notation for messages (std::to_string prints 1e-20 as 0.000000).
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
+
 // Bilinear interpolation of the lattice map at (u, v) lattice steps, clamped to its extent.
 double interpolate(const StructureFunctionMap& map, double u, double v) {
   const auto h = static_cast<double>(map.half);
@@ -156,10 +166,36 @@ StructureFunctionMap structure_function_map(const Array& phase_cov, const Array&
     }
   map.d.assign(sum.size(), 0.0);
   map.realised.assign(sum.size(), 0);
-  // D >= 0 for a PSD covariance; a round-off negative would make OTF_err exceed 1: clamp it.
+  // D = (e_i - e_j)^T C (e_i - e_j) >= 0 for a PSD C; a negative value would make OTF_err exceed
+  // 1 and raise the Strehl, so only round-off is clamped to 0. Bound: the C handed in is a
+  // projection of an FP64 Cee = Ctt - ... whose own rounding is ~ n u ||Ctt|| (n <= ~1e5
+  // measurement slopes, u = 2^-53 ~ 1.1e-16: ~1e-11 ||Ctt||), while any residual worth
+  // evaluating keeps >= 1e-2 of the uncorrected variance, so a PSD-in-exact-arithmetic Cee gives
+  // D >= -1e-9 max D; the pair average itself adds <= (count + 2) u 4 max C_ii. More negative than
+  // that, Cee is not PSD: NumericalError rather than a silently better Strehl.
+  double max_d = 0, max_diag = 0;
+  std::int64_t max_count = 0;
+  for (std::int64_t i = 0; i < points; ++i) max_diag = std::max(max_diag, c[i * points + i]);
   for (std::size_t k = 0; k < sum.size(); ++k)
     if (count[k] > 0) {
-      map.d[k] = std::max(0.0, sum[k] / static_cast<double>(count[k]));
+      max_d = std::max(max_d, sum[k] / static_cast<double>(count[k]));
+      max_count = std::max(max_count, count[k]);
+    }
+  const double tolerance = 1e-9 * max_d + static_cast<double>(max_count + 2) * 4.0 *
+                                              std::numeric_limits<double>::epsilon() * 0.5 *
+                                              std::fabs(max_diag);
+  for (std::size_t k = 0; k < sum.size(); ++k)
+    if (count[k] > 0) {
+      const double value = sum[k] / static_cast<double>(count[k]);
+      if (value < -tolerance) {
+        const auto cell = static_cast<std::int64_t>(k);
+        throw NumericalError(
+            "structure_function_map: the error's phase structure function is negative (" +
+            sci(value) + " m^2 at lattice separation (" + std::to_string(cell % width - map.half) +
+            ", " + std::to_string(cell / width - map.half) + "), below -" + sci(tolerance) +
+            " = the round-off bound): the error covariance is not positive semi-definite");
+      }
+      map.d[k] = std::max(0.0, value);
       map.realised[k] = 1;
     }
   // Unrealised separations: walk the ray towards the origin (always realised) to the first

@@ -78,9 +78,11 @@ void symmetrise(double* a, std::int64_t n) {
 
 namespace {
 
-// A 2-D floating matrix as a C-contiguous FP64 host copy the solvers may overwrite. `name` and
-// `what` make the messages: "reconstructor_fp64: cmm: expected ...".
-Array host_f64_copy(const Array& a, const char* function, const char* name) {
+// A 2-D floating matrix as a C-contiguous FP64 host array: the caller's own array when it already
+// is one (no copy: at E-ELT size Cmm alone is 80 GB), else a converted copy. Read-only use; a
+// solver that overwrites its input calls owned_copy. `function` and `name` make the messages:
+// "reconstructor_fp64: cmm: expected ...".
+Array host_f64(const Array& a, const char* function, const char* name) {
   const std::string where = std::string(function) + ": " + name;
   if (a.empty()) throw InvalidInput(where + ": expected a 2-D floating array, found an empty one");
   if (a.ndim() != 2) throw InvalidInput(where + ": expected a 2-D matrix, found " + a.describe());
@@ -91,7 +93,7 @@ Array host_f64_copy(const Array& a, const char* function, const char* name) {
                        "found " +
                        a.describe());
   Array host = a.on_device() ? a.to(Memory::host) : a;
-  Array out = t == DType::f64 ? host.clone(Memory::host) : host.astype(DType::f64);
+  Array out = t == DType::f64 ? host.contiguous() : host.astype(DType::f64);
   const double* p = out.data_as<double>();
   for (std::int64_t i = 0; i < out.size(); ++i)
     if (!std::isfinite(p[i]))
@@ -99,6 +101,12 @@ Array host_f64_copy(const Array& a, const char* function, const char* name) {
                          std::to_string(i % out.dim(1)) + ") is not finite (" +
                          std::to_string(p[i]) + ")");
   return out;
+}
+
+// `a` (from host_f64 of `original`) as an array the caller may overwrite: copied only when it
+// still shares the caller's buffer.
+Array owned_copy(Array a, const Array& original) {
+  return a.buffer() == original.buffer() ? a.clone(Memory::host) : a;
 }
 
 void check_shape(const Array& a, std::int64_t rows, std::int64_t cols, const char* function,
@@ -146,7 +154,7 @@ void solve_cpu(Array& cmm, Array& x) {
 void error_covariance_cpu(const Array& ctt, const Array& ctm, const Array& cmm, const Array& r,
                           Array& cee) {
   const std::int64_t m = r.dim(0), n = r.dim(1);
-  Array w = ctm.clone(Memory::host);
+  Array w = ctm.clone(Memory::host);  // the m x n workspace R Cmm - 2 Ctm (Ctm stays untouched)
   std::copy_n(ctt.data_as<double>(), m * m, cee.data_as<double>());
 #if HALFSCOPE_HAS_BLAS
   if (n <= INT_MAX && m <= INT_MAX) {
@@ -159,12 +167,19 @@ void error_covariance_cpu(const Array& ctt, const Array& ctm, const Array& cmm, 
     return;
   }
 #endif
-  // Without BLAS: mirror the lower triangle so the general product reads the same numbers.
-  Array full = cmm.clone(Memory::host);
-  double* f = full.data_as<double>();
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = i + 1; j < n; ++j) f[i * n + j] = f[j * n + i];
-  detail::gemm_f64(false, false, m, n, n, 1.0, r.data_as<double>(), f, -2.0, w.data_as<double>());
+  // Without BLAS: W = R Cmm - 2 Ctm with Cmm(k, j) read from the lower triangle (no n x n copy),
+  // one output row per iteration, FP64 accumulation.
+  const double* f = cmm.data_as<double>();
+  const double* rp = r.data_as<double>();
+  double* wp = w.data_as<double>();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t k = 0; k < n; ++k)
+        sum += rp[i * n + k] * (k >= j ? f[k * n + j] : f[j * n + k]);
+      wp[i * n + j] = sum - 2.0 * wp[i * n + j];
+    }
   detail::gemm_f64(false, true, m, m, n, 1.0, w.data_as<double>(), r.data_as<double>(), 1.0,
                    cee.data_as<double>());
 }
@@ -173,8 +188,9 @@ void error_covariance_cpu(const Array& ctt, const Array& ctm, const Array& cmm, 
 
 Array reconstructor_fp64(const Array& cmm, const Array& ctm, DeviceKind device) {
   constexpr const char* kFn = "reconstructor_fp64";
-  Array a = host_f64_copy(cmm, kFn, "cmm");
-  Array x = host_f64_copy(ctm, kFn, "ctm");
+  // dposv / potrf overwrite both: owned copies (the only copies of the evaluation).
+  Array a = owned_copy(host_f64(cmm, kFn, "cmm"), cmm);
+  Array x = owned_copy(host_f64(ctm, kFn, "ctm"), ctm);
   const std::int64_t n = a.dim(0), m = x.dim(0);
   check_shape(a, n, n, kFn, "cmm", "Cmm is square");
   check_shape(x, m, n, kFn, "ctm", "Ctm has as many columns as Cmm");
@@ -194,11 +210,12 @@ Array reconstructor_fp64(const Array& cmm, const Array& ctm, DeviceKind device) 
 Array error_covariance(const Array& ctt, const Array& ctm, const Array& cmm,
                        const Array& reconstructor, DeviceKind device) {
   constexpr const char* kFn = "error_covariance";
-  const Array r = host_f64_copy(reconstructor, kFn, "reconstructor");
+  // Read only: the caller's FP64 host arrays are used in place (no n x n copy of Cmm).
+  const Array r = host_f64(reconstructor, kFn, "reconstructor");
   const std::int64_t m = r.dim(0), n = r.dim(1);
-  const Array tt = host_f64_copy(ctt, kFn, "ctt");
-  const Array tm = host_f64_copy(ctm, kFn, "ctm");
-  const Array mm = host_f64_copy(cmm, kFn, "cmm");
+  const Array tt = host_f64(ctt, kFn, "ctt");
+  const Array tm = host_f64(ctm, kFn, "ctm");
+  const Array mm = host_f64(cmm, kFn, "cmm");
   check_shape(tt, m, m, kFn, "ctt", "m x m, m = the reconstructor's rows");
   check_shape(tm, m, n, kFn, "ctm", "the reconstructor's shape");
   check_shape(mm, n, n, kFn, "cmm", "n x n, n = the reconstructor's columns");

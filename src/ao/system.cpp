@@ -92,6 +92,17 @@ void check_sensor(const Checker& c, const AoSystem& s, const Sensor& w, std::int
   if (w.subapertures < 1 || w.subapertures > max_subapertures)
     c.fail(p + ".subapertures", "between 1 and " + std::to_string(max_subapertures),
            std::to_string(w.subapertures));
+  // A sensor whose every subaperture centre falls in the central obstruction (N = 1 with any
+  // obstruction > 0: its one centre is on axis) would contribute no slope: a measuring sensor
+  // would silently drop out and an empty truth makes an m = 0 problem that LAPACK rejects with an
+  // opaque message.
+  if (valid_subaperture_count(s, w) == 0)
+    c.fail(p + ".subapertures",
+           "at least one valid subaperture (obstruction " + format_number(s.obstruction) + ", " +
+               std::to_string(w.subapertures) + " across)",
+           std::to_string(w.subapertures) +
+               " across: no subaperture centre lies between the "
+               "obstruction and the pupil edge");
   c.finite(p + ".x_arcsec", w.x_arcsec);
   c.finite(p + ".y_arcsec", w.y_arcsec);
   const double radius = std::hypot(w.x_arcsec, w.y_arcsec);

@@ -187,10 +187,15 @@ Atmosphere atmosphere_from_json(const json& j, std::string_view source) {
   if (!strengths) a.r0_m = r.number("r0_m");
   double sum = 0;
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    ObjectReader lr(layers[l], "atmosphere.layers[" + std::to_string(l) + "]", source);
+    const std::string lp = "atmosphere.layers[" + std::to_string(l) + "]";
+    ObjectReader lr(layers[l], lp, source);
     Layer layer;
     layer.altitude_m = lr.number("altitude_m");
     layer.fraction = lr.number(strengths ? "cn2" : "fraction");
+    // Check the raw strength before normalising: validate() would otherwise report a .fraction the
+    // user never wrote, with the normalised value.
+    if (strengths && !(std::isfinite(layer.fraction) && layer.fraction >= 0))
+      lr.fail(lp + ".cn2", "a finite strength >= 0", detail::format_number(layer.fraction));
     layer.outer_scale_m = lr.number("outer_scale_m");
     lr.finish();
     sum += layer.fraction;
@@ -281,6 +286,11 @@ AoSystem read_ao_system_json(const std::filesystem::path& path) {
   } catch (const json::parse_error& e) {
     throw IoError(path.string() + ": expected a JSON document, found a syntax error at byte " +
                   std::to_string(e.byte) + " (" + e.what() + ")");
+  } catch (const json::exception& e) {
+    // Not a syntax error but still the file's content, e.g. out_of_range 406 for a number such as
+    // 1e400 that overflows a double: the file is what is wrong, so IoError naming it (exit 2).
+    throw IoError(path.string() + ": expected a JSON document with finite numbers, found " +
+                  e.what());
   }
   try {
     return ao_system_from_json(j, path.string());

@@ -166,6 +166,12 @@ Atmosphere read_moao_atmosphere(const std::filesystem::path& path) {
   return read_atmosphere_file(path);
 }
 
+bool is_moao_short_layout(const std::filesystem::path& path) {
+  if (io::extension_of(path) == "json") return false;
+  const MoaoFile f(path);
+  return detail::is_short_layout(f);
+}
+
 AoSystem read_ao_system(const std::filesystem::path& path,
                         const std::filesystem::path& atmosphere_path) {
   if (io::extension_of(path) == "json") {

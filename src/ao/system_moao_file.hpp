@@ -37,6 +37,11 @@ class MoaoFile {
   /// Number of values on the value line of entry `entry` (0-based) without reading it; -1 when the
   /// file has no such line. Used to tell the layouts apart.
   [[nodiscard]] std::int64_t tokens_on_value_line(std::int64_t entry) const;
+  /// Number of entries in the whole file (comment + value line pairs; a trailing lone comment
+  /// line counts as one). Used to tell the layouts apart.
+  [[nodiscard]] std::int64_t entry_count() const noexcept {
+    return static_cast<std::int64_t>((lines_.size() + 1) / 2);
+  }
   [[nodiscard]] bool at_end() const noexcept { return next_ >= lines_.size(); }
   [[nodiscard]] std::int64_t next_line() const noexcept {
     return static_cast<std::int64_t>(next_) + 1;
@@ -59,9 +64,13 @@ class MoaoFile {
 /// The atmosphere's five entries (Nlayer, r0, cn2, h, l0) from the current position.
 [[nodiscard]] Atmosphere read_moao_atmosphere_entries(MoaoFile& file);
 
-/// The system entries of a sys-params file in either layout (told apart by the fifth entry: one
-/// value, nLgs, in the full layout; the nW values of GsAlt in the short one), atmosphere left
-/// empty.
+/// The system entries of a sys-params file in either layout (told apart by the number of entries:
+/// 36 or 41 with an atmosphere appended for the full layout, 22 or 27 for the short one; a file of
+/// another length by its fifth entry: one value, nLgs, in the full layout, the values of gsAlt in
+/// the short one, so that its error names the entry where it goes wrong), atmosphere left empty.
 [[nodiscard]] AoSystem read_moao_system_entries(MoaoFile& file);
+
+/// The layout rule read_moao_system_entries applies: true for the short (benchmark) layout.
+[[nodiscard]] bool is_short_layout(const MoaoFile& file);
 
 }  // namespace halfscope::ao::detail

@@ -13,10 +13,11 @@
 //     setting the obstruction to 0.285 for Nssp = 7 and 0.285 < obs < 0.29, so that a MOAO file
 //     gives MOAO's subapertures while our rule (subaperture_is_valid) stays exact and general.
 // The short layout (2014 benchmark files) has no photometry: the reader takes the values of MOAO's
-// check files (below) and ignores its noise_var, a constant variance our noise model has no
-// counterpart for. In the short layout the per-sensor arrays may omit the truth sensor's entry
-// (MOAO's nx50184 file does: its old reader filled missing values with 0); the truth sensor is
-// then an NGS on axis without pupil shift or rotation.
+// check files (below) and ignores its noise_var (0.01 in every MOAO benchmark file), a constant
+// variance our noise model has no counterpart for; is_moao_short_layout lets the CLI say so in a
+// one-line warning (`ao covariance`, `ao evaluate`). In the short layout the per-sensor arrays may
+// omit the truth sensor's entry (MOAO's nx50184 file does: its old reader filled missing values
+// with 0); the truth sensor is then an NGS on axis without pupil shift or rotation.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,6 +39,9 @@ constexpr double kCheckFrameTime = 0.004, kCheckMagnitude = 13, kCheckLgsFlux = 
 constexpr double kCheckNgsPixel = 0.3, kCheckLgsPixel = 1, kCheckNgsLambda = 650e-9;
 constexpr double kCheckLgsLambda = 589e-9, kCheckBandwidth = 330e-9, kCheckNgsThroughput = 0.425;
 constexpr double kCheckLgsThroughput = 0.382, kCheckAtmThroughput = 0.84, kCheckRon = 3;
+
+// Entries of each layout (read_full, read_short) and of an appended atmosphere.
+constexpr std::int64_t kFullEntries = 36, kShortEntries = 22, kAtmosEntries = 5;
 
 struct Raw {
   bool short_layout = false;
@@ -162,10 +166,21 @@ double field_radius_for(const AoSystem& s) {
 
 }  // namespace
 
+bool is_short_layout(const MoaoFile& f) {
+  // The entry count tells the layouts apart whatever their values (full: 36 entries, short: 22,
+  // each + 5 with an atmosphere appended). The fifth entry alone cannot: it is nLgs (one value) in
+  // the full layout and gsAlt in the short one, which has a single value too when nW = 2 and the
+  // truth sensor's entry is omitted. For any other count (a truncated or overlong file) the fifth
+  // entry decides, so that the error names the entry where the file goes wrong.
+  const std::int64_t entries = f.entry_count();
+  const bool short_layout = entries == kShortEntries || entries == kShortEntries + kAtmosEntries ||
+                            (entries != kFullEntries && entries != kFullEntries + kAtmosEntries &&
+                             f.tokens_on_value_line(4) > 1);
+  return short_layout;
+}
+
 AoSystem read_moao_system_entries(MoaoFile& f) {
-  // Entry 5 (0-based 4) is nLgs (one value) in the full layout, GsAlt (nW >= 2 values) in the
-  // short.
-  const bool short_layout = f.tokens_on_value_line(4) > 1;
+  const bool short_layout = is_short_layout(f);
   const Raw r = short_layout ? read_short(f) : read_full(f);
   const std::string type_entry = "type", alt_entry = short_layout ? "lgs_alt" : "lgsAlt";
 

@@ -68,6 +68,23 @@ inline AoSystem small_system() {
   return s;
 }
 
+/// The pairs small_system leaves out of the edge-point path: an 8 m telescope with an LGS at
+/// 90 km, one at 100 km (LGS at different altitudes), an on-axis LGS at 90 km (launched from the
+/// pupil centre), an NGS of 5 x 5 subapertures (another grid and pitch), and the truth NGS of
+/// 6 x 6; the 3 layers of small_system.
+inline AoSystem mixed_system() {
+  AoSystem s = small_system();
+  s.name = "mixed";
+  s.sensors.clear();
+  s.sensors.push_back(test_lgs("LGS90", 20, 0, 6));
+  Sensor high = test_lgs("LGS100", -10, 17, 6);
+  high.lgs_altitude_m = 100e3;
+  s.sensors.push_back(high);
+  s.sensors.push_back(test_lgs("LGSaxis", 0, 0, 6));
+  s.sensors.push_back(test_ngs("NGS5", 5, -30, 5));
+  return s;
+}
+
 /// One NGS on axis of a 4 m telescope, 4 x 4 subapertures (12 valid), one ground layer.
 inline AoSystem one_ngs_system(double altitude_m = 0) {
   AoSystem s;

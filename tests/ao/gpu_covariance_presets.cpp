@@ -1,8 +1,9 @@
 // The GPU covariance backend on the built-in systems (ao_preset "check" and "mid"), through the
 // public API (covariance / covariance_tiles with device cuda): sampled entries against the direct
 // FP64 evaluation covariance_entry, within the per-element bound of gpu_covariance_reference.hpp;
-// and that reference itself against covariance_entry (host only: it checks that the test's
-// reading of the plan is the library's).
+// the same entries from the earlier direct kernel (DirectPath::element, not the default edge-point
+// tables) within the same bound; and that reference itself against covariance_entry (host only: it
+// checks that the test's reading of the plan is the library's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <random>
 
+#include "ao/covariance_cuda.hpp"
 #include "ao/covariance_plan.hpp"
 #include "gpu_covariance_reference.hpp"
 #include "halfscope/ao/covariance.hpp"
@@ -65,7 +67,20 @@ void check_system(const char* name, int layers, int samples, std::int64_t nb) {
     const Array tiled = tiles.to_dense();
     const double* d = dense.data_as<double>();
     const double* t = tiled.data_as<double>();
-    double worst = 0;
+    // The two direct paths (the presets' lenslet arrays are unrotated: every direct pair can use
+    // the edge-point tables, and does by default).
+    detail::CovarianceCudaReport edge_report, element_report;
+    Array device(DType::f64, {rows, cols}, Memory::device);
+    detail::CovarianceTarget target{kind, DType::f64, device.data(), rows, cols, nullptr};
+    detail::covariance_cuda_report(plan, target, &edge_report);
+    EXPECT_EQ(edge_report.edge_pairs, edge_report.direct_pairs);
+    detail::CovarianceCudaVariant element;
+    element.direct = detail::DirectPath::element;
+    detail::covariance_cuda_report(plan, target, &element_report, element);
+    EXPECT_EQ(element_report.edge_pairs, 0);
+    const Array by_element = device.to(Memory::host);
+    const double* e = by_element.data_as<double>();
+    double worst = 0, worst_element = 0;
     for (const auto& [i, j] : sample(rows, cols, samples, 7)) {
       const test::RefElement ref = test::reference_element(plan, kind, i, j);
       const double entry = covariance_entry(system, kind, i, j, true);
@@ -75,9 +90,16 @@ void check_system(const char* name, int layers, int samples, std::int64_t nb) {
       // The tiled target holds the same numbers (the lower layout mirrored by to_dense).
       ASSERT_EQ(t[i * cols + j], kind == CovarianceKind::ctm || i >= j ? got : d[j * cols + i]);
       worst = std::max(worst, std::fabs(got - entry) / ref.bound);
+      ASSERT_LE(std::fabs(e[i * cols + j] - entry), ref.bound)
+          << name << " " << covariance_kind_name(kind) << " (" << i << ", " << j
+          << "), direct path element";
+      worst_element = std::max(worst_element, std::fabs(e[i * cols + j] - entry) / ref.bound);
     }
-    std::printf("%s %d layers %s: max |GPU - covariance_entry| / bound = %.3f\n", name, layers,
-                std::string(covariance_kind_name(kind)).c_str(), worst);
+    std::printf(
+        "%s %d layers %s (%lld edge-point pairs): max |GPU - covariance_entry| / bound = %.3f "
+        "(edge path), %.3f (element path)\n",
+        name, layers, std::string(covariance_kind_name(kind)).c_str(),
+        static_cast<long long>(edge_report.edge_pairs), worst, worst_element);
   }
 }
 

@@ -8,10 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
+
+#if HALFSCOPE_HAS_LAPACKE
+#include <lapacke.h>
+#endif
 
 namespace halfscope::ao {
 namespace {
@@ -74,6 +79,60 @@ TEST(EvaluationGpu, ErrorCovarianceMatchesTheCpuProducts) {
   // Both sum n products of O(|J| |R|) terms twice: |error| <= 2 * 2 n u |J|^2 max(1, |R|)^2 each.
   const double rr = std::max(1.0, max_abs(r));
   const double tol = 2.0 * 4.0 * static_cast<double>(n) * kUnitRoundoff * 25.0 * rr * rr;
+  for (std::int64_t i = 0; i < gpu.size(); ++i)
+    ASSERT_NEAR(gpu.at_as_double(i), cpu.at_as_double(i), tol) << "element " << i;
+}
+
+TEST(EvaluationGpu, OnlyTheRowMajorLowerTriangleOfCmmIsRead) {
+  // Junk in Cmm's strict upper triangle (row-major, = the column-major lower one cuSOLVER and
+  // cuBLAS would read with a swapped fill mode): the results stay bitwise those of the symmetric
+  // Cmm on the same device.
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 200, m = 40;
+  const Problem p = make_problem(n, m, 23);
+  Array junk = p.cmm.clone();
+  std::mt19937_64 rng(24);
+  std::uniform_real_distribution<double> uniform(-1e3, 1e3);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = i + 1; j < n; ++j) junk.data_as<double>()[i * n + j] = uniform(rng);
+  const Array r = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cuda);
+  const Array rj = reconstructor_fp64(junk, p.ctm, DeviceKind::Cuda);
+  for (std::int64_t i = 0; i < r.size(); ++i) ASSERT_EQ(rj.at_as_double(i), r.at_as_double(i)) << i;
+  const Array cee = error_covariance(p.ctt, p.ctm, p.cmm, r, DeviceKind::Cuda);
+  const Array ceej = error_covariance(p.ctt, p.ctm, junk, r, DeviceKind::Cuda);
+  for (std::int64_t i = 0; i < cee.size(); ++i)
+    ASSERT_EQ(ceej.at_as_double(i), cee.at_as_double(i)) << i;
+}
+
+TEST(EvaluationGpu, IllConditionedPresetCmmAgreesWithTheCpuWithinItsConditionNumber) {
+  // The check preset's Cmm (kappa ~ 1e7, see test_evaluation_solve.cpp): both solves are within
+  // 6 n u kappa of the exact X relative to max |X|, kappa from LAPACK's dpocon estimate (a further
+  // factor 10 for the estimate), so they differ by at most twice that.
+  HS_REQUIRE_GPU();
+  const AoSystem s = ao_preset("check");
+  CovarianceOptions co;
+  co.device = DeviceKind::Cpu;
+  const Array cmm = covariance(s, CovarianceKind::cmm, co);
+  const Array ctm = covariance(s, CovarianceKind::ctm, co);
+  const std::int64_t n = cmm.dim(0);
+  std::vector<double> f(cmm.data_as<double>(), cmm.data_as<double>() + n * n);
+  double anorm = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    double col = 0;
+    for (std::int64_t i = 0; i < n; ++i) col += std::fabs(f[i * n + j]);
+    anorm = std::max(anorm, col);
+  }
+  ASSERT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
+                           static_cast<lapack_int>(n)),
+            0);
+  double rcond = 0;
+  ASSERT_EQ(LAPACKE_dpocon(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
+                           static_cast<lapack_int>(n), anorm, &rcond),
+            0);
+  const Array gpu = reconstructor_fp64(cmm, ctm, DeviceKind::Cuda);
+  const Array cpu = reconstructor_fp64(cmm, ctm, DeviceKind::Cpu);
+  const double tol =
+      2.0 * 10.0 * 6.0 * static_cast<double>(n) * kUnitRoundoff / rcond * max_abs(cpu);
   for (std::int64_t i = 0; i < gpu.size(); ++i)
     ASSERT_NEAR(gpu.at_as_double(i), cpu.at_as_double(i), tol) << "element " << i;
 }

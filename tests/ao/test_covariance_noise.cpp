@@ -88,8 +88,11 @@ TEST(CovarianceNoise, LgsElongationIsARotatedEllipse) {
     const double dy = subs[static_cast<std::size_t>(k)].y_m;
     const double e = std::hypot(dx, dy) * 206265 * 10e3 / (90e3 * 90e3);
     const double l2 = p2 + e * e;
-    const double lng = 0.32 * l2 / flux + 0.82 * ron2 * std::pow(l2, 1.5) * std::sqrt(p2);
-    const double sht = 0.32 * p2 / flux + 0.82 * ron2 * p2 * p2;
+    // Read-out term: RON^2 over the spot's pixels ~ (long size x short size) / pixel^2, each
+    // weighted by its lever arm^2 along the axis (long size^2 or short size^2), over F^2.
+    const double lsize = std::sqrt(l2), ssize = std::sqrt(p2), pixels = lsize * ssize;
+    const double lng = 0.32 * l2 / flux + 0.82 * ron2 * pixels * lsize * lsize;
+    const double sht = 0.32 * p2 / flux + 0.82 * ron2 * pixels * ssize * ssize;
     // The differences carry the rounding of the turbulent part they were added to (~eps x the
     // diagonal, which holds the tip-tilt constant 0.5 plus the turbulence ~ 1).
     const double tol = 64 * kEps * std::abs(diff.with.data_as<double>()[k * diff.with.dim(1) + k]);
@@ -101,20 +104,23 @@ TEST(CovarianceNoise, LgsElongationIsARotatedEllipse) {
   }
 }
 
-TEST(CovarianceNoise, TruthSensorNoiseInCttOnly) {
-  const AoSystem s = test::small_system();
-  const Difference ctt = noise_of(s, CovarianceKind::ctt);
-  const std::int64_t m = ctt.with.dim(0);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < m; ++j)
-      if (i == j)
-        EXPECT_NEAR(ctt.at(i, j), ngs_variance(s, s.truth),
-                    8 * kEps * ctt.with.data_as<double>()[i * m + i]);
-      else
-        EXPECT_EQ(ctt.at(i, j), 0.0);
-  const Difference ctm = noise_of(s, CovarianceKind::ctm);
-  for (std::int64_t k = 0; k < ctm.with.size(); ++k)
-    EXPECT_EQ(ctm.with.data_as<double>()[k], ctm.without.data_as<double>()[k]);
+TEST(CovarianceNoise, TruthSensorCarriesNoNoise) {
+  // The truth slopes are the noise-free turbulence in the target direction: Ctt and Ctm are the
+  // same numbers with the noise on or off, even for a faint, noisy truth star, while the
+  // measurement noise is there (Cmm differs).
+  AoSystem s = test::small_system();
+  s.truth.magnitude = 18;
+  s.truth.readout_noise_e = 20;
+  for (const CovarianceKind kind : {CovarianceKind::ctt, CovarianceKind::ctm}) {
+    const Difference d = noise_of(s, kind);
+    for (std::int64_t k = 0; k < d.with.size(); ++k)
+      ASSERT_EQ(d.with.data_as<double>()[k], d.without.data_as<double>()[k])
+          << covariance_kind_name(kind) << " element " << k;
+  }
+  EXPECT_GT(noise_of(s, CovarianceKind::cmm).at(128, 128), 0.0);  // NGS1's first x slope
+  // Nor through covariance_entry, which shares the plan.
+  EXPECT_EQ(covariance_entry(s, CovarianceKind::ctt, 5, 5, true),
+            covariance_entry(s, CovarianceKind::ctt, 5, 5, false));
   // The system switch gates the noise as well.
   AoSystem quiet = s;
   quiet.noise.enabled = false;

@@ -206,6 +206,23 @@ TEST(EvaluationPsf, StructureFunctionMapAveragesPairsPerSeparation) {
   EXPECT_DOUBLE_EQ(map.at(2, 1), 0.0);
 }
 
+TEST(EvaluationPsf, NegativeStructureFunctionIsANumericalErrorUnlessRoundOff) {
+  // Two points one step apart, unit variances, covariance c: D(+-1, 0) = 2 - 2 c. c = 1.1 is no
+  // covariance (|c| > 1): D = -0.2 must not become a higher Strehl. c = 1 + 2^-52 (one ulp) gives
+  // D = -2^-51, inside the round-off bound (count + 2) 4 u max C_ii = 16 u: clamped to 0.
+  Array mask = Array::zeros(DType::u8, {2, 2});
+  mask.data_as<std::uint8_t>()[0] = mask.data_as<std::uint8_t>()[1] = 1;
+  Array c = Array::zeros(DType::f64, {2, 2});
+  double* cv = c.data_as<double>();
+  cv[0] = cv[3] = 1.0;
+  cv[1] = cv[2] = 1.1;
+  EXPECT_THROW((void)structure_function_map(c, mask), NumericalError);
+  cv[1] = cv[2] = 1.0 + 0x1p-52;
+  const StructureFunctionMap map = structure_function_map(c, mask);
+  EXPECT_EQ(map.at(1, 0), 0.0);
+  EXPECT_EQ(map.at(-1, 0), 0.0);
+}
+
 TEST(EvaluationPsf, BadSizesAreRejected) {
   const Array mask = circular_mask(4);
   const std::int64_t p = used_points(mask);

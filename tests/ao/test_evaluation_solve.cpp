@@ -2,15 +2,22 @@
 // references, on random covariances that are jointly SPD (as the real Cmm, Ctm, Ctt are).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
+
+#if HALFSCOPE_HAS_LAPACKE
+#include <lapacke.h>
+#endif
 
 namespace halfscope::ao {
 namespace {
@@ -179,6 +186,80 @@ TEST(EvaluationSolve, ErrorCovarianceOfTheFp64ReconstructorIsTheMinimumVarianceS
       c[i * 20 + k] /= c[k * 20 + k];
     }
   }
+}
+
+// Cmm with its strict upper triangle (row-major) replaced by junk: only the lower one may be read.
+Array with_junk_upper(const Array& cmm, unsigned seed) {
+  Array junk = cmm.clone();
+  const std::int64_t n = cmm.dim(0);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1e3, 1e3);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = i + 1; j < n; ++j) junk.data_as<double>()[i * n + j] = uniform(rng);
+  return junk;
+}
+
+TEST(EvaluationSolve, OnlyTheRowMajorLowerTriangleOfCmmIsRead) {
+  // The same routines read the same lower triangle: the results are bitwise equal. A swapped
+  // fill mode (reading the junk) changes them by orders of magnitude or fails the Cholesky.
+  const Problem p = make_problem(64, 16, 13);
+  const Array junk = with_junk_upper(p.cmm, 14);
+  const Array r = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cpu);
+  const Array rj = reconstructor_fp64(junk, p.ctm, DeviceKind::Cpu);
+  for (std::int64_t i = 0; i < r.size(); ++i) ASSERT_EQ(rj.at_as_double(i), r.at_as_double(i)) << i;
+  const Array cee = error_covariance(p.ctt, p.ctm, p.cmm, r, DeviceKind::Cpu);
+  const Array ceej = error_covariance(p.ctt, p.ctm, junk, r, DeviceKind::Cpu);
+  for (std::int64_t i = 0; i < cee.size(); ++i)
+    ASSERT_EQ(ceej.at_as_double(i), cee.at_as_double(i)) << i;
+}
+
+TEST(EvaluationSolve, IllConditionedPresetCmmWithinItsConditionNumber) {
+  // The real Cmm: 1 arcsec^2 LGS tip-tilt constants on ~1e-2 arcsec^2 turbulence and ~1e-5
+  // noise, so kappa is large. Backward stability (Higham Thm 10.4): X Cmm - Ctm is at most c n u
+  // |X| |Cmm| whatever kappa (c = 6: factor and two triangular solves); forward error relative to
+  // max |X| <= c n u kappa, kappa from LAPACK's dpocon 1-norm estimate (within a factor ~3 of the
+  // truth in practice, hence a further factor 10).
+  const AoSystem s = ao_preset("check");
+  CovarianceOptions co;
+  co.device = DeviceKind::Cpu;
+  const Array cmm = covariance(s, CovarianceKind::cmm, co);
+  const Array ctm = covariance(s, CovarianceKind::ctm, co);
+  const std::int64_t n = cmm.dim(0), m = ctm.dim(0);
+  const Array x = reconstructor_fp64(cmm, ctm, DeviceKind::Cpu);
+
+  std::vector<double> f(cmm.data_as<double>(), cmm.data_as<double>() + n * n);
+  double anorm = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    double col = 0;
+    for (std::int64_t i = 0; i < n; ++i) col += std::fabs(f[i * n + j]);
+    anorm = std::max(anorm, col);
+  }
+  ASSERT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
+                           static_cast<lapack_int>(n)),
+            0);
+  double rcond = 0;
+  ASSERT_EQ(LAPACKE_dpocon(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
+                           static_cast<lapack_int>(n), anorm, &rcond),
+            0);
+  const double kappa = 1.0 / rcond;
+  std::printf("check Cmm: n = %lld, kappa_1 ~ %.3g\n", static_cast<long long>(n), kappa);
+  ASSERT_GT(kappa, 1e3);  // the point of the case: far beyond make_problem's kappa <= 5
+
+  const Matrix xl = to_long(x), mm = to_long(cmm), tm = to_long(ctm);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      long double r = -tm[i * n + j], mag = 0;
+      for (std::int64_t k = 0; k < n; ++k) {
+        r += xl[i * n + k] * mm[k * n + j];
+        mag += std::fabs(xl[i * n + k] * mm[k * n + j]);
+      }
+      ASSERT_LE(std::fabs(r), 6.0L * n * kUnitRoundoff * mag) << i << "," << j;
+    }
+  const Matrix ref = reference_solve(cmm, ctm);
+  const long double scale = max_abs(ref);
+  const double tol = 10.0 * 6.0 * static_cast<double>(n) * kUnitRoundoff * kappa;
+  for (std::int64_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x.at_as_double(i) / scale, ref[i] / scale, tol) << "element " << i;
 }
 
 TEST(EvaluationSolve, AnyOtherReconstructorHasALargerTraceByExactlyTheQuadraticTerm) {

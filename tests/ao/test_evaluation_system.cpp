@@ -1,6 +1,7 @@
-// The evaluation on whole AO systems: the truth sensor's phase projection against an independent
-// Fried gradient model, and the end-to-end evaluation of FP64 and deliberately degraded
-// reconstructors on a hand-built system and on the "check" preset.
+// The evaluation on whole AO systems: the Fried building block of the phase projection against an
+// independent Fried gradient model, and the end-to-end evaluation of FP64 and deliberately
+// degraded reconstructors on a hand-built system. The matched projection and its units are in
+// test_evaluation_projection.cpp, the "check" preset pinned in test_evaluation_check.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ao/evaluation_internal.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
-#include "halfscope/ao/turbulence.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
@@ -94,7 +95,9 @@ std::vector<double> apply_gradient(const AoSystem& s, const PhaseProjection& p,
 TEST(EvaluationSystem, ProjectionInvertsTheFriedGradientOnPistonAndWaffleFreePhase) {
   for (double rotation : {0.0, 7.0}) {
     const AoSystem s = small_system(rotation);
-    const PhaseProjection p = truth_phase_projection(s);
+    // The Fried building block on every touching corner (the public fried projection keeps the
+    // annulus rows of it, piston removed: test_evaluation_projection.cpp).
+    const PhaseProjection p = detail::fried_pseudo_inverse(s);
     const std::int64_t points = p.matrix.dim(0), m = p.matrix.dim(1);
     ASSERT_EQ(m, truth_count(s));
     ASSERT_DOUBLE_EQ(p.pitch_m, 1.0);
@@ -181,69 +184,6 @@ TEST(EvaluationSystem, ZeroErrorCovarianceGivesAStrehlOfExactlyOneOnBothPaths) {
   EXPECT_EQ(e.strehl_otf, 1.0);
 }
 
-TEST(EvaluationSystem, UncorrectedWavefrontMatchesTheVonKarmanPhaseOnThePoints) {
-  // Units end to end: projecting the noise-free Ctt (the uncorrected slopes) must give about the
-  // piston-removed variance of the von Karman phase on the Fried points, from turbulence.hpp:
-  //   sigma^2 = 1 / (2 P^2) sum_ij D_opd(|x_i - x_j|),  D_opd = (0.5 um / 2 pi)^2 sum_l D_l.
-  // Not exactly: the model's slopes are phase differences across the subaperture's centre line,
-  // the Fried model averages the two edge differences, and structure below the pitch and the
-  // waffle are lost; with L0 = 25 m >> d = 1 m the phase is dominated by large scales, and 15 %
-  // bounds the difference (measured: +7 %). An error in the 206265 or the 2 pi conversions would
-  // be off by orders of magnitude.
-  const AoSystem s = small_system();
-  CovarianceOptions co;
-  co.device = DeviceKind::Cpu;
-  co.noise = false;
-  EvaluationOptions o;
-  o.device = DeviceKind::Cpu;
-  o.psf_size = 64;
-  const Evaluation e = evaluate_error_covariance(s, covariance(s, CovarianceKind::ctt, co), o);
-  const PhaseProjection p = truth_phase_projection(s);
-  std::vector<double> x, y;
-  const std::int64_t side = s.truth.subapertures + 1;
-  for (std::int64_t q = 0; q < side * side; ++q)
-    if (p.point_mask.data_as<std::uint8_t>()[q]) {
-      x.push_back((static_cast<double>(q % side) - 4.0) * p.pitch_m);
-      y.push_back((static_cast<double>(q / side) - 4.0) * p.pitch_m);
-    }
-  const double opd_per_rad = 0.5e-6 / (2.0 * std::acos(-1.0));
-  double sum = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    for (std::size_t j = 0; j < x.size(); ++j)
-      for (const Layer& l : s.atmosphere.layers)
-        sum += l.fraction * vonkarman_structure_function(std::hypot(x[i] - x[j], y[i] - y[j]),
-                                                         s.atmosphere.r0_m, l.outer_scale_m);
-  const double points = static_cast<double>(x.size());
-  const double expected_nm = std::sqrt(sum / (2.0 * points * points)) * opd_per_rad * 1e9;
-  EXPECT_NEAR(e.tomographic_error_nm, expected_nm, 0.15 * expected_nm);
-}
-
-TEST(EvaluationSystem, CheckPresetFp64Reconstructor) {
-  const AoSystem s = ao_preset("check");
-  CovarianceOptions co;
-  co.device = DeviceKind::Cpu;
-  const Array r = reconstructor_fp64(covariance(s, CovarianceKind::cmm, co),
-                                     covariance(s, CovarianceKind::ctm, co), DeviceKind::Cpu);
-  EvaluationOptions o;
-  o.device = DeviceKind::Cpu;
-  const Evaluation e = evaluate_reconstructor(s, r, o);
-  EXPECT_GT(e.tomographic_error_nm, 0.0);
-  EXPECT_GT(e.strehl_otf, 0.0);
-  EXPECT_LE(e.strehl_otf, 1.0);
-  EXPECT_GT(e.strehl_marechal, 0.0);
-  EXPECT_LE(e.strehl_marechal, 1.0);
-  EXPECT_EQ(e.psf.shape(), (Shape{256, 256}));
-  // The minimum-variance property on the real model: a scaled R and the FP64 R rounded to FP16
-  // (~ 5e-4 relative per element) are both worse, the FP16 one only slightly.
-  Array scaled = r.clone();
-  for (std::int64_t i = 0; i < scaled.size(); ++i) scaled.data_as<double>()[i] *= 0.9;
-  const Evaluation worse = evaluate_reconstructor(s, scaled, o);
-  EXPECT_GT(worse.tomographic_error_nm, e.tomographic_error_nm);
-  EXPECT_LT(worse.strehl_otf, e.strehl_otf);
-  const Evaluation half = evaluate_reconstructor(s, r.astype(DType::f16), o);
-  EXPECT_GE(half.tomographic_error_nm, e.tomographic_error_nm);
-  EXPECT_LT(half.tomographic_error_nm, worse.tomographic_error_nm);
-}
 #endif
 
 TEST(EvaluationSystem, WrongShapesNameBothShapes) {

@@ -55,6 +55,21 @@ TEST(AoSystemValidate, EveryErrorNamesItsField) {
       {"zero subapertures",
        [](AoSystem& s) { s.sensors[1].subapertures = 0; },
        {"sensors[1].subapertures", "found 0"}},
+      // Obstruction 0.99 on the check system (N = 10 across): a valid centre needs
+      // 98.01 = (0.99 N)^2 <= k < N^2 = 100 with k a sum of two odd squares; the only such k
+      // below 100 near the edge is 98 = 7^2 + 7^2 < 98.01, so no subaperture is valid.
+      {"obstruction hides every subaperture",
+       [](AoSystem& s) { s.obstruction = 0.99; },
+       {"sensors[0].subapertures", "at least one valid subaperture", "obstruction 0.99",
+        "10 across"}},
+      // One subaperture across has its centre on the axis (k = 0), inside any obstruction > 0.
+      {"one subaperture across behind the obstruction",
+       [](AoSystem& s) { s.truth.subapertures = 1; },
+       {"truth.subapertures", "at least one valid subaperture", "obstruction 0.2", "1 across",
+        "found 1 across"}},
+      {"measuring LGS with one subaperture",
+       [](AoSystem& s) { s.sensors[1].subapertures = 1; },
+       {"sensors[1].subapertures", "at least one valid subaperture"}},
       {"too many subapertures",
        [](AoSystem& s) { s.truth.subapertures = 5000; },
        {"truth.subapertures", "found 5000"}},

@@ -97,12 +97,26 @@ TEST(AoSystemJson, WriteAndReadFile) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
 }
 
-TEST(AoSystemJson, InvalidSystemIsNotWritten) {
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(AoSystemJson, InvalidSystemDoesNotReplaceTheTarget) {
+  // The target exists with an earlier, valid system: a failed write must leave its bytes as they
+  // were (an implementation that opened or truncated the target before validating would not).
   const test::TempDir dir;
+  write_ao_system(dir / "system.json", ao_preset("mid"));
+  const std::string before = file_text(dir / "system.json");
+  ASSERT_NE(before.find("\"mid"), std::string::npos);
   AoSystem s = ao_preset("check");
   s.atmosphere.r0_m = -1;
-  EXPECT_THROW(write_ao_system(dir / "bad.json", s), InvalidInput);
-  EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
+  EXPECT_THROW(write_ao_system(dir / "system.json", s), InvalidInput);
+  EXPECT_EQ(file_text(dir / "system.json"), before);
+  // Nothing else was left in the folder (no temporary).
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
   EXPECT_THROW(write_ao_system(dir.path(), ao_preset("check")), IoError);  // a folder
 }
 
@@ -158,6 +172,22 @@ TEST(AoSystemJson, SchemaErrorsNameThePath) {
       {"zero subapertures",
        [](json& j) { j["sensors"][5]["subapertures"] = 0; },
        {"sensors[5].subapertures", "found 0"}},
+      {"obstruction hides every subaperture",
+       [](json& j) { j["telescope"]["obstruction"] = 0.99; },
+       {"sensors[0].subapertures", "at least one valid subaperture", "obstruction 0.99"}},
+      {"one truth subaperture behind the obstruction",
+       [](json& j) { j["truth"]["subapertures"] = 1; },
+       {"truth.subapertures", "at least one valid subaperture", "1 across"}},
+      {"negative cn2 named as written",
+       [](json& j) {
+         j["atmosphere"].erase("r0_m");
+         for (json& l : j["atmosphere"]["layers"]) {
+           l["cn2"] = l["fraction"];
+           l.erase("fraction");
+         }
+         j["atmosphere"]["layers"][2]["cn2"] = -0.25;
+       },
+       {"atmosphere.layers[2].cn2", ">= 0", "found -0.25"}},
       {"cn2 with r0",
        [](json& j) {
          for (json& l : j["atmosphere"]["layers"]) {
@@ -174,6 +204,8 @@ TEST(AoSystemJson, SchemaErrorsNameThePath) {
     EXPECT_EQ(m.rfind("in.json: ", 0), 0u) << e.what << ": " << m;
     for (const std::string& w : e.words)
       EXPECT_NE(m.find(w), std::string::npos) << e.what << ": '" << w << "' not in " << m;
+    // The normalised fraction the user never wrote must not be what the message names.
+    EXPECT_EQ(m.find(".fraction"), std::string::npos) << e.what << ": " << m;
   }
 }
 
@@ -214,6 +246,23 @@ TEST(AoSystemJson, FileErrorsAreIoErrorsNamingTheFile) {
   } catch (const IoError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("bad.json: atmosphere.layers[0].altitude_m"), std::string::npos) << m;
+  }
+  // A number that overflows a double is not a syntax error for the parser (nlohmann's
+  // out_of_range 406) but is still the file's fault: IoError naming the file.
+  std::string text = to_json(ao_preset("check")).dump();
+  const std::string key = "\"diameter_m\":";
+  const std::size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t value = at + key.size();
+  text.replace(value, text.find_first_of(",}", value) - value, "1e400");
+  { std::ofstream(dir / "overflow.json") << text; }
+  try {
+    (void)read_ao_system(dir / "overflow.json");
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind((dir / "overflow.json").string() + ": ", 0), 0u) << m;
+    EXPECT_NE(m.find("1e400"), std::string::npos) << m;
   }
   EXPECT_THROW((void)read_ao_system(dir / "missing.json"), IoError);
   write_ao_system(dir / "ok.json", ao_preset("check"));

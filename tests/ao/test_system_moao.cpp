@@ -134,6 +134,29 @@ TEST(AoMoaoReader, ShortLayoutWithTheTruthEntriesOmitted) {
   EXPECT_EQ(s.atmosphere.layers.size(), 3u);
 }
 
+TEST(AoMoaoReader, ShortLayoutWithTwoSensorsAndTheTruthOmitted) {
+  // nW = 2 with the truth sensor's entries omitted: gsAlt then holds one value, as nLgs does in the
+  // full layout, so only the entry count (22) tells the layouts apart.
+  const test::TempDir dir;
+  std::vector<std::string> lines = lines_of(fixture("short-truth-omitted-sys-params.txt"));
+  ASSERT_EQ(lines.size(), 44u);
+  lines[5] = "2";  // nW: one LGS, then the truth
+  // gsAlt, type and the per-sensor arrays alphaX ... sensibilite keep the LGS's value only.
+  for (const std::size_t value_line : {9, 11, 15, 17, 19, 21, 23, 25, 27})
+    lines[value_line] = lines[value_line].substr(0, lines[value_line].find(' '));
+  const auto path = write_lines(dir, "two.txt", lines);
+  const AoSystem s = read_ao_system(path, fixture("prof-test-atmos-night0.txt"));
+  ASSERT_EQ(s.sensors.size(), 1u);
+  EXPECT_EQ(s.sensors[0].guide_star, GuideStar::lgs);
+  EXPECT_EQ(s.sensors[0].lgs_altitude_m, 80000);
+  EXPECT_EQ(s.sensors[0].x_arcsec, 15);
+  EXPECT_EQ(s.truth.guide_star, GuideStar::ngs);
+  EXPECT_EQ(s.truth.x_arcsec, 0);
+  EXPECT_TRUE(is_moao_short_layout(path));
+  EXPECT_FALSE(is_moao_short_layout(fixture("full-sys-params.txt")));
+  EXPECT_TRUE(is_moao_short_layout(fixture("short-sys-params.txt")));  // atmosphere appended
+}
+
 TEST(AoMoaoReader, BlankCommentLinesAndWindowsLineEndings) {
   // SYS_PARAM.md: "each parameter must be preceded by a blank line (used for comments)".
   const test::TempDir dir;

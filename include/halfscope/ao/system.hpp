@@ -118,13 +118,23 @@ inline constexpr int max_subapertures = 4096;
 [[nodiscard]] nlohmann::json to_json(const AoSystem& system);
 [[nodiscard]] AoSystem ao_system_from_json(const nlohmann::json& json, std::string_view source);
 
-/// Reads a system: `.json` (halfscope's format), or a MOAO `sys-params.txt` (the full layout of
-/// its check files, or the older short layout of its benchmark files with the atmosphere
-/// appended); a separate MOAO atmosphere file (`prof*-atmos-night*.txt`) is given when the
-/// sys-params file has none appended (exactly one of the two). Throws IoError naming the file, the
-/// entry and what was found (InvalidInput for an atmosphere file given with a `.json`).
+/// Reads a system: `.json` (halfscope's format), or a MOAO `sys-params.txt` in either layout: the
+/// full layout of MOAO's check files (36 entries) or the older short layout of its benchmark files
+/// (22 entries; every `datafile/benchmark/nx*/sys-params.txt` is of this kind). The atmosphere
+/// comes either appended to the sys-params file (its five entries Nlayer ... l0 after the system's;
+/// none of MOAO's own files does this) or as a separate MOAO atmosphere file
+/// (`prof*-atmos-night*.txt`, `--atmosphere` on the command line): exactly one of the two, so
+/// MOAO's check and benchmark files alike need `atmosphere_path`. The short layout has no
+/// photometry: the values of MOAO's check files are used, and its `noise_var` entry is checked
+/// (>= 0) but not used (is_moao_short_layout lets a caller say so). Throws IoError naming the file,
+/// the entry and what was found (InvalidInput for an atmosphere file given with a `.json`).
 [[nodiscard]] AoSystem read_ao_system(const std::filesystem::path& path,
                                       const std::filesystem::path& atmosphere_path = {});
+
+/// Whether `path` is a MOAO sys-params file in the short (benchmark) layout, by the rule
+/// read_ao_system applies (false for a `.json`). Meant for a file read_ao_system has accepted:
+/// throws IoError when the file cannot be read.
+[[nodiscard]] bool is_moao_short_layout(const std::filesystem::path& path);
 
 /// Reads a MOAO atmosphere file (`prof*-atmos-night*.txt`, `atm-params.txt`: Nlayer, r0, cn2
 /// strengths in r0^(-5/3) units, altitudes, outer scales, each entry after one comment line):
@@ -139,6 +149,12 @@ void write_ao_system(const std::filesystem::path& path, const AoSystem& system);
 /// "mid" (29 across, 8 sensors: n = 10,240) and "eelt" (the MOSAIC-like E-ELT benchmark: D = 39 m,
 /// obstruction 0.2, 86 across, 5 LGS + 4 NGS + truth: n = 100,368, m = 11,152), with the 10-layer
 /// or the 60-layer profile (`layers` 10 or 60). InvalidInput for another name or layer count.
+/// "eelt" has the sizes of MOAO's nx50184 benchmark (so n, m and the matrix shapes match) but a
+/// MOSAIC-like geometry: the 5 LGS on a ring of 7.4 arcmin diameter (222 arcsec radius), the 4 NGS
+/// on a 260 arcsec ring, the truth sensor on axis, a 300 arcsec field. It is not the nx50184
+/// pointing (LGS at 23 arcsec, NGS at 16 to 52 arcsec): that one is read from MOAO's own file,
+/// `datafile/benchmark/nx50184/sys-params.txt` with an atmosphere file (read_ao_system /
+/// `--atmosphere`).
 [[nodiscard]] AoSystem ao_preset(std::string_view name, int layers = 10);
 
 /// The preset names, for help texts and error messages.

@@ -5,7 +5,9 @@
 // Floors (write them next to the kernel, STYLE.md): the E-ELT Cmm as lower tiles stores
 // n^2 / 2 = 5.0e9 elements: 20 GB in f32 / 40 GB in f64, 4.2 / 8.4 ms at 4.8 TB/s. Elements of a
 // pair with a table are one 8-byte gather from an L2-resident table (25 of the 45 pair blocks);
-// the rest are the direct FP64 evaluation (covariance_terms.cuh: ~0.74 s load floor).
+// the rest are the direct FP64 evaluation (covariance_terms.cuh: ~0.74 s load floor), or, for
+// unrotated sensor pairs (the default), written afterwards by the edge-point path
+// (covariance_edges.cuh), whose elements this kernel skips.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ struct DevPair {
   std::int64_t offset = -1;
   int radius = 0;
   int sign = 1;
+  int edge = 0;  // 1: written by the edge-point path (covariance_edges.cuh), skipped here
 };
 
 /// One table to build: unordered pair (a, b), a <= b, with identical per-layer scales and sizes,
@@ -64,6 +67,7 @@ struct CovKernelArgs {
   const double* vk_deg = nullptr;  // the same in degree-major layout (the offset tables)
   VonKarmanScalars vks;
   std::int64_t rows = 0, cols = 0;
+  bool any_edge = false;  // some pair has DevPair::edge set
 };
 
 /// Output geometry: a dense row-major matrix (tiled == false: one "tile" of rows x cols) or a
@@ -79,7 +83,9 @@ struct CovOutput {
   std::int64_t block_rows = 0, block_cols = 0;  // blocks per side of the whole grid
 };
 
-__global__ void __launch_bounds__(kCovTableThreads)
+// Non-template kernels have internal linkage: this header is included by more than one
+// translation unit (covariance_cuda.cu, covariance_cuda_edges.cu).
+static __global__ void __launch_bounds__(kCovTableThreads)
     covariance_table_kernel(CovKernelArgs args, const DevTableJob* __restrict__ jobs, int njobs,
                             double* __restrict__ tables) {
   for (int jb = 0; jb < njobs; ++jb) {
@@ -151,6 +157,12 @@ __device__ __forceinline__ double covariance_element(const CovKernelArgs& A, std
   return v;
 }
 
+/// Whether element (ri, cj) belongs to a pair of the edge-point path (written there).
+__device__ __forceinline__ bool covariance_edge_element(const CovKernelArgs& A, std::int32_t ri,
+                                                        std::int32_t cj) {
+  return A.any_edge && A.pairs[((ri >> 1) & 127) * A.nsensors + ((cj >> 1) & 127)].edge != 0;
+}
+
 /// One block: a kCovBlock x kCovBlock square inside one tile (or of the dense matrix); the fast
 /// thread index runs along the storage's contiguous direction. A warp covers FastLanes elements
 /// along it times 32 / FastLanes across: 32 x 1 writes whole 128-byte lines; 8 x 4 keeps the
@@ -198,23 +210,28 @@ __global__ void __launch_bounds__(kCovThreads)
     const std::int64_t i = row0 + fast;
     if (i >= row_end) return;
     const std::int32_t ri = __ldg(&args.row_info[i]);
-    for (std::int64_t j = col0 + slow0; j < col_end; j += kSlowStep)
-      data[origin + j * ld + i] =
-          static_cast<T>(covariance_element<L>(args, ri, __ldg(&args.col_info[j])));
+    for (std::int64_t j = col0 + slow0; j < col_end; j += kSlowStep) {
+      const std::int32_t cj = __ldg(&args.col_info[j]);
+      if (covariance_edge_element(args, ri, cj)) continue;
+      data[origin + j * ld + i] = static_cast<T>(covariance_element<L>(args, ri, cj));
+    }
   } else {
     const std::int64_t j = col0 + fast;
     if (j >= col_end) return;
     const std::int32_t cj = __ldg(&args.col_info[j]);
-    for (std::int64_t i = row0 + slow0; i < row_end; i += kSlowStep)
-      data[origin + i * ld + j] =
-          static_cast<T>(covariance_element<L>(args, __ldg(&args.row_info[i]), cj));
+    for (std::int64_t i = row0 + slow0; i < row_end; i += kSlowStep) {
+      const std::int32_t ri = __ldg(&args.row_info[i]);
+      if (covariance_edge_element(args, ri, cj)) continue;
+      data[origin + i * ld + j] = static_cast<T>(covariance_element<L>(args, ri, cj));
+    }
   }
 }
 
 /// The device structure function for the tests: out[k] = weight G(kq r[k]^2).
-__global__ void vonkarman_probe_kernel(const double* __restrict__ r, std::int64_t count,
-                                       double weight, double kq, const double* __restrict__ table,
-                                       VonKarmanScalars k, double* __restrict__ out) {
+static __global__ void vonkarman_probe_kernel(const double* __restrict__ r, std::int64_t count,
+                                              double weight, double kq,
+                                              const double* __restrict__ table, VonKarmanScalars k,
+                                              double* __restrict__ out) {
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < count;
        t += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[t] = weight * vonkarman_bracket_q<VkLayout::degree_major>(r[t] * r[t] * kq, table, k);

@@ -1,4 +1,5 @@
-// Small hand-built MOAO systems for the covariance tests (independent of the presets).
+// Small hand-built MOAO systems for the covariance and evaluation tests (independent of the
+// presets).
 #pragma once
 
 #include <string>
@@ -8,31 +9,36 @@
 
 namespace halfscope::ao::test {
 
-inline Sensor test_ngs(std::string name, double x_arcsec, double y_arcsec, int nssp) {
+/// What every hand-built sensor shares: its name, guide star, pointing (arcsec), the Nssp x Nssp
+/// subaperture grid and 3 e- of readout noise.
+inline Sensor test_sensor(std::string name, GuideStar star, double x_arcsec, double y_arcsec,
+                          int nssp) {
   Sensor w;
   w.name = std::move(name);
-  w.guide_star = GuideStar::ngs;
+  w.guide_star = star;
   w.x_arcsec = x_arcsec;
   w.y_arcsec = y_arcsec;
   w.subapertures = nssp;
-  w.wavelength_m = 650e-9;
-  w.pixel_arcsec = 0.3;
   w.readout_noise_e = 3;
-  w.throughput = 0.4;
-  w.magnitude = 13;
   return w;
 }
 
+/// A visible NGS sensor (650 nm, 0.3"/pixel, throughput 0.4) on a star of `magnitude`.
+inline Sensor test_ngs(std::string name, double x_arcsec, double y_arcsec, int nssp,
+                       double magnitude = 13) {
+  Sensor w = test_sensor(std::move(name), GuideStar::ngs, x_arcsec, y_arcsec, nssp);
+  w.wavelength_m = 650e-9;
+  w.pixel_arcsec = 0.3;
+  w.throughput = 0.4;
+  w.magnitude = magnitude;
+  return w;
+}
+
+/// A sodium LGS sensor (589 nm, 1"/pixel) on a 90 km, 10 km deep spot of 1" FWHM.
 inline Sensor test_lgs(std::string name, double x_arcsec, double y_arcsec, int nssp) {
-  Sensor w;
-  w.name = std::move(name);
-  w.guide_star = GuideStar::lgs;
-  w.x_arcsec = x_arcsec;
-  w.y_arcsec = y_arcsec;
-  w.subapertures = nssp;
+  Sensor w = test_sensor(std::move(name), GuideStar::lgs, x_arcsec, y_arcsec, nssp);
   w.wavelength_m = 589e-9;
   w.pixel_arcsec = 1.0;
-  w.readout_noise_e = 3;
   w.throughput = 0.38;
   w.lgs_altitude_m = 90e3;
   w.lgs_depth_m = 10e3;
@@ -42,14 +48,23 @@ inline Sensor test_lgs(std::string name, double x_arcsec, double y_arcsec, int n
   return w;
 }
 
+/// A telescope of `diameter_m` and central `obstruction` (a fraction of the diameter) with a
+/// one-arcminute field and 4 ms frames over 330 nm of bandwidth; no sensors, no atmosphere.
+inline AoSystem test_telescope(std::string name, double diameter_m, double obstruction) {
+  AoSystem s;
+  s.name = std::move(name);
+  s.diameter_m = diameter_m;
+  s.obstruction = obstruction;
+  s.field_radius_arcsec = 60;
+  s.noise.frame_time_s = 0.004;
+  s.noise.bandwidth_m = 330e-9;
+  return s;
+}
+
 /// An 8 m telescope with 2 LGS + 2 NGS of 6 x 6 subapertures, a shifted / rotated NGS, and a
 /// 3-layer atmosphere with two outer scales.
 inline AoSystem small_system() {
-  AoSystem s;
-  s.name = "small";
-  s.diameter_m = 8;
-  s.obstruction = 0.15;
-  s.field_radius_arcsec = 60;
+  AoSystem s = test_telescope("small", 8, 0.15);
   s.sensors.push_back(test_lgs("LGS1", 20, 0, 6));
   s.sensors.push_back(test_lgs("LGS2", -10, 17, 6));
   s.sensors.push_back(test_ngs("NGS1", 5, -30, 6));
@@ -62,8 +77,6 @@ inline AoSystem small_system() {
   s.atmosphere.r0_m = 0.15;
   s.atmosphere.layers = {{0, 0.5, 25}, {4000, 0.3, 25}, {12000, 0.2, 40}};
   s.noise.enabled = true;
-  s.noise.frame_time_s = 0.004;
-  s.noise.bandwidth_m = 330e-9;
   s.noise.atmosphere_throughput = 0.84;
   return s;
 }
@@ -87,18 +100,12 @@ inline AoSystem mixed_system() {
 
 /// One NGS on axis of a 4 m telescope, 4 x 4 subapertures (12 valid), one ground layer.
 inline AoSystem one_ngs_system(double altitude_m = 0) {
-  AoSystem s;
-  s.name = "one-ngs";
-  s.diameter_m = 4;
-  s.obstruction = 0;
-  s.field_radius_arcsec = 60;
+  AoSystem s = test_telescope("one-ngs", 4, 0);
   s.sensors.push_back(test_ngs("NGS", 10, -5, 4));
   s.truth = test_ngs("truth", 0, 0, 4);
   s.atmosphere.r0_m = 0.12;
   s.atmosphere.layers = {{altitude_m, 1.0, 25}};
   s.noise.enabled = false;
-  s.noise.frame_time_s = 0.004;
-  s.noise.bandwidth_m = 330e-9;
   return s;
 }
 

@@ -10,10 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "ao/covariance_cpu.hpp"
 #include "ao/covariance_plan.hpp"
 #include "ao/plan_element.hpp"
-#include "ao/vonkarman_fast.hpp"
+#include "covariance_checks.hpp"
 #include "covariance_test_systems.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/core/device.hpp"
@@ -22,8 +21,9 @@
 namespace halfscope::ao {
 namespace {
 
-constexpr double kEps = std::numeric_limits<double>::epsilon();
-constexpr CovarianceKind kKinds[] = {CovarianceKind::cmm, CovarianceKind::ctm, CovarianceKind::ctt};
+using test::at;
+using test::kEps;
+using test::kKinds;
 
 CovarianceOptions cpu(DType dtype = DType::f64, bool noise = true) {
   CovarianceOptions o;
@@ -31,10 +31,6 @@ CovarianceOptions cpu(DType dtype = DType::f64, bool noise = true) {
   o.dtype = dtype;
   o.noise = noise;
   return o;
-}
-
-double at(const Array& a, std::int64_t i, std::int64_t j) {
-  return a.data_as<double>()[i * a.dim(1) + j];
 }
 
 /// Cholesky in long double; returns the smallest and largest pivot (the diagonal of L squared),
@@ -124,60 +120,21 @@ TEST(Covariance, TablesMatchDirectEvaluation) {
   EXPECT_TRUE(detail::point_table_applies(plan, 2, 0));
   EXPECT_TRUE(detail::point_table_applies(plan, 4, 1));
   EXPECT_FALSE(detail::point_table_applies(plan, 3, 0));
-  const detail::LayerStructure d({25, 25, 40});
-  for (const CovarianceKind kind : kKinds) {
-    const std::int64_t rows = covariance_rows(s, kind), cols = covariance_cols(s, kind);
-    Array fast(DType::f64, {rows, cols}), direct(DType::f64, {rows, cols});
-    detail::covariance_cpu_with(plan, {kind, DType::f64, fast.data(), rows, cols, nullptr}, true);
-    detail::covariance_cpu_with(plan, {kind, DType::f64, direct.data(), rows, cols, nullptr},
-                                false);
-    // The tables compute du from grid offsets or edge points instead of differences of centres:
-    // each of the 4 L structure-function values moves by a few ulp of its size, so the element by
-    // ~eps x the magnitude of its terms (64 eps leaves room for the sums over layers).
-    double worst = 0;
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const detail::SlopeRef a = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
-        const detail::SlopeRef b = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
-        const double mag = detail::plan_turbulence(plan, a, b, d).magnitude;
-        const double err = std::abs(at(fast, i, j) - at(direct, i, j));
-        worst = std::max(worst, err / mag);
-        ASSERT_LE(err, 64 * kEps * mag)
-            << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
-      }
-    std::printf("%s: table vs direct, max |diff| / magnitude = %.3g\n",
-                std::string(covariance_kind_name(kind)).c_str(), worst);
-  }
+  // The bound is the turbulence magnitude alone here (the noise is left out of it).
+  test::check_tables_match_direct(s, false);
 }
 
 // The generator (fast structure function) against covariance_entry (reference structure function):
 // they differ by the fast function's relative error (kFastRelativeError, measured in
 // test_covariance_model.cpp) times the magnitude of the terms, plus the rounding of the sums.
+// Seeded per kind (7), the public covariance_entry (which rebuilds its plan) as the reference.
 void check_entries(const AoSystem& s, CovarianceKind kind, int samples) {
   const Array a = covariance(s, kind, cpu());
   const detail::CovariancePlan plan = detail::make_covariance_plan(s, true);
-  const detail::LayerStructure d([&] {
-    std::vector<double> L0;
-    for (const auto& l : plan.layers) L0.push_back(l.outer_scale_m);
-    return L0;
-  }());
   std::mt19937_64 rng(7);
-  double worst = 0;
-  std::uniform_int_distribution<std::int64_t> ri(0, a.dim(0) - 1), rj(0, a.dim(1) - 1);
-  for (int k = 0; k < samples; ++k) {
-    // Every tenth sample on the diagonal, where the noise sits.
-    const std::int64_t i = ri(rng), j = k % 10 == 0 ? std::min(i, a.dim(1) - 1) : rj(rng);
-    const detail::SlopeRef si = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
-    const detail::SlopeRef sj = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
-    const double mag = detail::plan_turbulence(plan, si, sj, d).magnitude +
-                       std::abs(detail::plan_noise(plan, si, sj));
-    const double entry = covariance_entry(s, kind, i, j);
-    EXPECT_NEAR(at(a, i, j), entry, (2e-15 + 16 * kEps) * mag)
-        << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
-    worst = std::max(worst, std::abs(at(a, i, j) - entry) / mag);
-  }
-  std::printf("%s %s: generator vs covariance_entry, max |diff| / magnitude = %.3g (%d samples)\n",
-              s.name.c_str(), std::string(covariance_kind_name(kind)).c_str(), worst, samples);
+  test::check_against_entry(s, plan, kind, a, rng, samples, [&](std::int64_t i, std::int64_t j) {
+    return covariance_entry(s, kind, i, j);
+  });
 }
 
 TEST(Covariance, GeneratorMatchesEntryOnSampledElements) {

@@ -13,6 +13,7 @@
 #include "ao/covariance_plan.hpp"
 #include "ao/plan_element.hpp"
 #include "ao/vonkarman_fast.hpp"
+#include "covariance_checks.hpp"
 #include "covariance_test_systems.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/core/error.hpp"
@@ -20,21 +21,8 @@
 namespace halfscope::ao {
 namespace {
 
-constexpr double kEps = std::numeric_limits<double>::epsilon();
-constexpr CovarianceKind kKinds[] = {CovarianceKind::cmm, CovarianceKind::ctm, CovarianceKind::ctt};
-// Relative error of the fast structure function against the reference one (measured over its
-// whole range in test_covariance_model.cpp, FastStructureFunction).
-constexpr double kFastRelativeError = 2e-15;
-
-double at(const Array& a, std::int64_t i, std::int64_t j) {
-  return a.data_as<double>()[i * a.dim(1) + j];
-}
-
-detail::LayerStructure layer_structure(const detail::CovariancePlan& plan) {
-  std::vector<double> L0;
-  for (const auto& l : plan.layers) L0.push_back(l.outer_scale_m);
-  return detail::LayerStructure(L0);
-}
+using test::kEps;
+using test::kKinds;
 
 TEST(CovariancePaths, MixedSystemTakesTheEdgePointTables) {
   const AoSystem s = test::mixed_system();
@@ -53,33 +41,8 @@ TEST(CovariancePaths, MixedSystemTakesTheEdgePointTables) {
 }
 
 TEST(CovariancePaths, MixedSystemTablesMatchDirectSum) {
-  const AoSystem s = test::mixed_system();
-  const detail::CovariancePlan plan = detail::make_covariance_plan(s, true);
-  const detail::LayerStructure d = layer_structure(plan);
-  for (const CovarianceKind kind : kKinds) {
-    const std::int64_t rows = covariance_rows(s, kind), cols = covariance_cols(s, kind);
-    Array fast(DType::f64, {rows, cols}), direct(DType::f64, {rows, cols});
-    detail::covariance_cpu_with(plan, {kind, DType::f64, fast.data(), rows, cols, nullptr}, true);
-    detail::covariance_cpu_with(plan, {kind, DType::f64, direct.data(), rows, cols, nullptr},
-                                false);
-    // Same bound as small_system's (test_covariance.cpp): the tables form du from grid offsets
-    // or edge points rather than differences of centres, a few ulp on each of the 4 L
-    // structure-function values, so ~eps x the magnitude of the terms; 64 eps covers the sums.
-    double worst = 0;
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const detail::SlopeRef a = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
-        const detail::SlopeRef b = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
-        const double mag = detail::plan_turbulence(plan, a, b, d).magnitude +
-                           std::abs(detail::plan_noise(plan, a, b));
-        const double err = std::abs(at(fast, i, j) - at(direct, i, j));
-        worst = std::max(worst, err / mag);
-        ASSERT_LE(err, 64 * kEps * mag)
-            << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
-      }
-    std::printf("mixed %s: table vs direct, max |diff| / magnitude = %.3g\n",
-                std::string(covariance_kind_name(kind)).c_str(), worst);
-  }
+  // Same bound as small_system's (test_covariance.cpp), with |noise| added to the magnitude.
+  test::check_tables_match_direct(test::mixed_system(), true);
 }
 
 TEST(CovariancePaths, MixedSystemMatchesEntry) {
@@ -89,28 +52,13 @@ TEST(CovariancePaths, MixedSystemMatchesEntry) {
   // terms, plus the rounding of the sums over 3 layers x 4 values (16 eps).
   const AoSystem s = test::mixed_system();
   const detail::CovariancePlan plan = detail::make_covariance_plan(s, true);
-  const detail::LayerStructure d = layer_structure(plan);
   CovarianceOptions cpu;
   cpu.device = DeviceKind::Cpu;
-  std::mt19937_64 rng(11);
-  for (const CovarianceKind kind : kKinds) {
-    const Array a = covariance(s, kind, cpu);
-    std::uniform_int_distribution<std::int64_t> ri(0, a.dim(0) - 1), rj(0, a.dim(1) - 1);
-    double worst = 0;
-    for (int k = 0; k < 1500; ++k) {
-      const std::int64_t i = ri(rng), j = k % 10 == 0 ? std::min(i, a.dim(1) - 1) : rj(rng);
-      const detail::SlopeRef si = detail::locate_slope(plan, kind != CovarianceKind::cmm, i);
-      const detail::SlopeRef sj = detail::locate_slope(plan, kind == CovarianceKind::ctt, j);
-      const double mag = detail::plan_turbulence(plan, si, sj, d).magnitude +
-                         std::abs(detail::plan_noise(plan, si, sj));
-      const double entry = detail::covariance_entry(plan, kind, i, j);
-      ASSERT_NEAR(at(a, i, j), entry, (kFastRelativeError + 16 * kEps) * mag)
-          << covariance_kind_name(kind) << " (" << i << ", " << j << ")";
-      worst = std::max(worst, std::abs(at(a, i, j) - entry) / mag);
-    }
-    std::printf("mixed %s: generator vs covariance_entry, max |diff| / magnitude = %.3g\n",
-                std::string(covariance_kind_name(kind)).c_str(), worst);
-  }
+  std::mt19937_64 rng(11);  // one stream over the three kinds
+  for (const CovarianceKind kind : kKinds)
+    test::check_against_entry(
+        s, plan, kind, covariance(s, kind, cpu), rng, 1500,
+        [&](std::int64_t i, std::int64_t j) { return detail::covariance_entry(plan, kind, i, j); });
 }
 
 TEST(CovariancePaths, PlanEntryIsThePublicEntry) {

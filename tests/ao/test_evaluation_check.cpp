@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "evaluation_test_problems.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/config.hpp"
@@ -19,13 +20,8 @@ namespace halfscope::ao {
 namespace {
 
 constexpr double kUnitRoundoff = 0x1p-53;
-using Matrix = std::vector<long double>;  // row-major
-
-Matrix to_long(const Array& a) {
-  Matrix out(static_cast<std::size_t>(a.size()));
-  for (std::int64_t i = 0; i < a.size(); ++i) out[static_cast<std::size_t>(i)] = a.at_as_double(i);
-  return out;
-}
+using test::Matrix;
+using test::to_long;
 
 // Cee = Ctt - Ctm R^T - R Ctm^T + R Cmm R^T (m x m) and the matching magnitude |Ctt| + 2 |Ctm|
 // |R|^T + |R| |Cmm| |R|^T, against which the FP64 rounding of the library's Cee is bounded.
@@ -80,12 +76,9 @@ long double mean_projected(const Array& p, const Matrix& c, bool absolute) {
 
 #if HALFSCOPE_HAS_LAPACKE
 TEST(EvaluationCheck, TomographicErrorAndMarechalStrehlMatchALongDoubleEvaluation) {
-  const AoSystem s = ao_preset("check");
-  CovarianceOptions co;
-  co.device = DeviceKind::Cpu;
-  const Array cmm = covariance(s, CovarianceKind::cmm, co);
-  const Array ctm = covariance(s, CovarianceKind::ctm, co);
-  const Array ctt = covariance(s, CovarianceKind::ctt, co);
+  const test::PresetCovariances c = test::check_preset_covariances();
+  const AoSystem& s = c.system;
+  const Array &cmm = c.cmm, &ctm = c.ctm, &ctt = c.ctt;
   const Array r = reconstructor_fp64(cmm, ctm, DeviceKind::Cpu);
   const std::int64_t m = ctt.dim(0), n = cmm.dim(0);
   const CeeReference ref =
@@ -131,11 +124,9 @@ TEST(EvaluationCheck, AnyOtherReconstructorIsWorseOnTheRealModel) {
   // Cee(R') = Cee(R) + (R' - R) Cmm (R' - R)^T for R = Ctm Cmm^-1, a PSD increment, so every
   // projection of it grows: a scaled R and R rounded to FP16 (~5e-4 relative per element, far
   // smaller a change) are both worse, the FP16 one less.
-  const AoSystem s = ao_preset("check");
-  CovarianceOptions co;
-  co.device = DeviceKind::Cpu;
-  const Array r = reconstructor_fp64(covariance(s, CovarianceKind::cmm, co),
-                                     covariance(s, CovarianceKind::ctm, co), DeviceKind::Cpu);
+  const test::PresetCovariances c = test::check_preset_covariances();
+  const AoSystem& s = c.system;
+  const Array r = reconstructor_fp64(c.cmm, c.ctm, DeviceKind::Cpu);
   EvaluationOptions o;
   o.device = DeviceKind::Cpu;
   o.psf_size = 64;

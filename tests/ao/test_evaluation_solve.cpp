@@ -9,61 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "evaluation_test_problems.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
 
-#if HALFSCOPE_HAS_LAPACKE
-#include <lapacke.h>
-#endif
-
 namespace halfscope::ao {
 namespace {
 
-using Matrix = std::vector<long double>;  // row-major
+using test::make_problem;
+using test::Matrix;
+using test::Problem;
+using test::to_long;
 
 constexpr double kUnitRoundoff = 0x1p-53;
-
-// A joint covariance J = B B^T / N + I of the (n + m) slopes, split into Cmm, Ctm, Ctt. B B^T / N
-// has its eigenvalues in [0, 4] (Marchenko-Pastur for a square standard normal B), so J's lie in
-// [1, 5]: kappa(Cmm) <= 5, and Cee (a Schur complement of J) is PSD with eigenvalues >= 1.
-struct Problem {
-  std::int64_t n = 0, m = 0;
-  Array cmm, ctm, ctt;
-};
-
-Problem make_problem(std::int64_t n, std::int64_t m, unsigned seed) {
-  const std::int64_t total = n + m;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
-  std::vector<double> b(static_cast<std::size_t>(total * total));
-  for (double& v : b) v = normal(rng);
-  std::vector<double> j(static_cast<std::size_t>(total * total));
-  for (std::int64_t r = 0; r < total; ++r)
-    for (std::int64_t c = 0; c < total; ++c) {
-      long double s = 0;
-      for (std::int64_t k = 0; k < total; ++k)
-        s += static_cast<long double>(b[r * total + k]) * b[c * total + k];
-      j[r * total + c] = static_cast<double>(s / total) + (r == c ? 1.0 : 0.0);
-    }
-  Problem p{n, m, Array(DType::f64, {n, n}), Array(DType::f64, {m, n}), Array(DType::f64, {m, m})};
-  for (std::int64_t r = 0; r < total; ++r)
-    for (std::int64_t c = 0; c < total; ++c) {
-      const double v = j[r * total + c];
-      if (r < n && c < n) p.cmm.data_as<double>()[r * n + c] = v;
-      if (r >= n && c < n) p.ctm.data_as<double>()[(r - n) * n + c] = v;
-      if (r >= n && c >= n) p.ctt.data_as<double>()[(r - n) * m + (c - n)] = v;
-    }
-  return p;
-}
-
-Matrix to_long(const Array& a) {
-  Matrix out(static_cast<std::size_t>(a.size()));
-  for (std::int64_t i = 0; i < a.size(); ++i) out[i] = a.at_as_double(i);
-  return out;
-}
 
 // Independent reference: X = Ctm Cmm^-1 by Gauss-Jordan elimination with partial pivoting in long
 // double on [Cmm | Ctm^T] (no Cholesky, no LAPACK).
@@ -188,29 +149,10 @@ TEST(EvaluationSolve, ErrorCovarianceOfTheFp64ReconstructorIsTheMinimumVarianceS
   }
 }
 
-// Cmm with its strict upper triangle (row-major) replaced by junk: only the lower one may be read.
-Array with_junk_upper(const Array& cmm, unsigned seed) {
-  Array junk = cmm.clone();
-  const std::int64_t n = cmm.dim(0);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uniform(-1e3, 1e3);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = i + 1; j < n; ++j) junk.data_as<double>()[i * n + j] = uniform(rng);
-  return junk;
-}
-
 TEST(EvaluationSolve, OnlyTheRowMajorLowerTriangleOfCmmIsRead) {
   // The same routines read the same lower triangle: the results are bitwise equal. A swapped
   // fill mode (reading the junk) changes them by orders of magnitude or fails the Cholesky.
-  const Problem p = make_problem(64, 16, 13);
-  const Array junk = with_junk_upper(p.cmm, 14);
-  const Array r = reconstructor_fp64(p.cmm, p.ctm, DeviceKind::Cpu);
-  const Array rj = reconstructor_fp64(junk, p.ctm, DeviceKind::Cpu);
-  for (std::int64_t i = 0; i < r.size(); ++i) ASSERT_EQ(rj.at_as_double(i), r.at_as_double(i)) << i;
-  const Array cee = error_covariance(p.ctt, p.ctm, p.cmm, r, DeviceKind::Cpu);
-  const Array ceej = error_covariance(p.ctt, p.ctm, junk, r, DeviceKind::Cpu);
-  for (std::int64_t i = 0; i < cee.size(); ++i)
-    ASSERT_EQ(ceej.at_as_double(i), cee.at_as_double(i)) << i;
+  test::expect_only_lower_triangle_read(make_problem(64, 16, 13), 14, DeviceKind::Cpu);
 }
 
 TEST(EvaluationSolve, IllConditionedPresetCmmWithinItsConditionNumber) {
@@ -219,28 +161,13 @@ TEST(EvaluationSolve, IllConditionedPresetCmmWithinItsConditionNumber) {
   // |X| |Cmm| whatever kappa (c = 6: factor and two triangular solves); forward error relative to
   // max |X| <= c n u kappa, kappa from LAPACK's dpocon 1-norm estimate (within a factor ~3 of the
   // truth in practice, hence a further factor 10).
-  const AoSystem s = ao_preset("check");
-  CovarianceOptions co;
-  co.device = DeviceKind::Cpu;
-  const Array cmm = covariance(s, CovarianceKind::cmm, co);
-  const Array ctm = covariance(s, CovarianceKind::ctm, co);
+  const test::PresetCovariances c = test::check_preset_covariances();
+  const Array &cmm = c.cmm, &ctm = c.ctm;
   const std::int64_t n = cmm.dim(0), m = ctm.dim(0);
   const Array x = reconstructor_fp64(cmm, ctm, DeviceKind::Cpu);
 
-  std::vector<double> f(cmm.data_as<double>(), cmm.data_as<double>() + n * n);
-  double anorm = 0;
-  for (std::int64_t j = 0; j < n; ++j) {
-    double col = 0;
-    for (std::int64_t i = 0; i < n; ++i) col += std::fabs(f[i * n + j]);
-    anorm = std::max(anorm, col);
-  }
-  ASSERT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
-                           static_cast<lapack_int>(n)),
-            0);
   double rcond = 0;
-  ASSERT_EQ(LAPACKE_dpocon(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), f.data(),
-                           static_cast<lapack_int>(n), anorm, &rcond),
-            0);
+  ASSERT_NO_FATAL_FAILURE(test::estimate_rcond(cmm, &rcond));
   const double kappa = 1.0 / rcond;
   std::printf("check Cmm: n = %lld, kappa_1 ~ %.3g\n", static_cast<long long>(n), kappa);
   ASSERT_GT(kappa, 1e3);  // the point of the case: far beyond make_problem's kappa <= 5

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ao/evaluation_internal.hpp"
+#include "covariance_test_systems.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/config.hpp"
@@ -21,48 +22,22 @@ namespace {
 
 constexpr double kUnitRoundoff = 0x1p-53;
 
-Sensor make_sensor(std::string name, GuideStar type, double x, double y, int nssp) {
-  Sensor w;
-  w.name = std::move(name);
-  w.guide_star = type;
-  w.x_arcsec = x;
-  w.y_arcsec = y;
-  w.subapertures = nssp;
-  w.readout_noise_e = 3;
-  if (type == GuideStar::ngs) {
-    w.wavelength_m = 650e-9;
-    w.pixel_arcsec = 0.3;
-    w.throughput = 0.4;
-    w.magnitude = 12;
-  } else {
-    w.wavelength_m = 589e-9;
-    w.pixel_arcsec = 1.0;
-    w.throughput = 0.38;
-    w.lgs_altitude_m = 90e3;
-    w.lgs_depth_m = 10e3;
-    w.lgs_flux = 6e7;
-    w.spot_fwhm_arcsec = 1.0;
-    w.lgs_tiptilt_arcsec2 = 0.5;
-  }
-  return w;
-}
+using test::test_lgs;
+using test::test_ngs;
+
+// The NGS here are one magnitude brighter than the covariance tests' default (13).
+constexpr double kNgsMagnitude = 12;
 
 // An 8 m telescope, 8 x 8 subapertures, 2 LGS + 1 NGS around a target 5 arcsec off axis.
 AoSystem small_system(double truth_rotation_deg = 0) {
-  AoSystem s;
-  s.name = "aoeval-small";
-  s.diameter_m = 8;
-  s.obstruction = 0.14;
-  s.field_radius_arcsec = 60;
-  s.sensors.push_back(make_sensor("LGS1", GuideStar::lgs, 20, 0, 8));
-  s.sensors.push_back(make_sensor("LGS2", GuideStar::lgs, -10, 17, 8));
-  s.sensors.push_back(make_sensor("NGS1", GuideStar::ngs, 5, -30, 8));
-  s.truth = make_sensor("truth", GuideStar::ngs, 3, 4, 8);
+  AoSystem s = test::test_telescope("aoeval-small", 8, 0.14);
+  s.sensors.push_back(test_lgs("LGS1", 20, 0, 8));
+  s.sensors.push_back(test_lgs("LGS2", -10, 17, 8));
+  s.sensors.push_back(test_ngs("NGS1", 5, -30, 8, kNgsMagnitude));
+  s.truth = test_ngs("truth", 3, 4, 8, kNgsMagnitude);
   s.truth.rotation_deg = truth_rotation_deg;
   s.atmosphere.r0_m = 0.15;
   s.atmosphere.layers = {{0, 0.6, 25}, {5000, 0.25, 25}, {11000, 0.15, 25}};
-  s.noise.frame_time_s = 0.004;
-  s.noise.bandwidth_m = 330e-9;
   s.noise.atmosphere_throughput = 0.84;
   return s;
 }

@@ -12,20 +12,12 @@
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/system.hpp"
 #include "halfscope/core/error.hpp"
+#include "thrown_message.hpp"
 
 namespace halfscope::ao {
 namespace {
 
-// Runs `f`, expects InvalidInput, returns its message.
-std::string invalid_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InvalidInput thrown";
-  return {};
-}
+using test::invalid_message;
 
 struct Mutation {
   const char* what;

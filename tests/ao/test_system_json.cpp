@@ -14,6 +14,7 @@
 #include "halfscope/ao/system.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
+#include "thrown_message.hpp"
 
 namespace halfscope::ao {
 namespace {
@@ -55,15 +56,7 @@ void expect_same_system(const AoSystem& a, const AoSystem& b) {
   EXPECT_EQ(a.noise.atmosphere_throughput, b.noise.atmosphere_throughput);
 }
 
-std::string invalid_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InvalidInput thrown";
-  return {};
-}
+using test::invalid_message;
 
 // A system whose doubles need all 17 digits (1/3, 0.1 + 0.2, pi-derived angles, the 60-layer
 // fractions), pupil shifts and a rotation, and noise off.

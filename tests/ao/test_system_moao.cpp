@@ -15,6 +15,7 @@
 #include "halfscope/ao/system.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
+#include "thrown_message.hpp"
 
 namespace halfscope::ao {
 namespace {
@@ -37,15 +38,7 @@ std::filesystem::path write_lines(const test::TempDir& dir, const std::string& n
   return dir / name;
 }
 
-std::string io_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no IoError thrown";
-  return {};
-}
+using test::io_message;
 
 TEST(AoMoaoReader, FullLayoutWithAtmosphereFile) {
   const AoSystem s =

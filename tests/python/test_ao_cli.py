@@ -6,32 +6,15 @@ test_ao_evaluate_cli.py."""
 import json
 import math
 import os
-import subprocess
 
 import pytest
 
 np = pytest.importorskip("numpy")
-CLI = os.environ.get("HALFSCOPE_CLI")
+# The von Karman constants K1, G0 (ao_helpers; the structure function itself is checked against
+# SciPy in test_ao_structure_function_cli.py) and the subaperture geometry valid_centres.
+from ao_helpers import CLI, G0, K1, assert_bad_input, run, valid_centres  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
-
-
-def run(*args):
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
-def assert_bad_input(result, *words):
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-
-
-# The von Karman constants (the structure function itself is checked against SciPy in
-# test_ao_structure_function_cli.py): D(r) = K1 (L0/r0)^(5/3) [G0 - x^nu K_nu(x)], x = 2 pi r / L0.
-NU = 5.0 / 6.0
-K1 = 2 * math.gamma(11 / 6) * 2 ** (-5 / 6) * math.pi ** (-8 / 3) * (24 / 5 * math.gamma(6 / 5)) ** (5 / 6)
-G0 = math.gamma(NU) * 2 ** (-1 / 6)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -69,17 +52,6 @@ def small_system(layers, lgs=True, noise=False, r0=0.15):
                 {"altitude_m": h, "fraction": f, "outer_scale_m": L0} for h, f, L0 in layers]},
             "noise": {"enabled": noise, "frame_time_s": 0.004, "bandwidth_m": 3e-7,
                       "atmosphere_throughput": 0.84}}
-
-
-def valid_centres(diameter, obstruction, nssp):
-    """Subaperture centres (x, y) in metres, slope order: pitch d = D / Nssp grid centred on the
-    pupil, valid when (D obs / 2)^2 <= r^2 < (D / 2)^2, row by row (y outer, x inner)."""
-    d = diameter / nssp
-    c = (np.arange(nssp) + 0.5) * d - diameter / 2
-    y, x = np.meshgrid(c, c, indexing="ij")
-    r2 = x ** 2 + y ** 2
-    keep = ((diameter * obstruction / 2) ** 2 <= r2) & (r2 < (diameter / 2) ** 2)
-    return np.stack([x[keep], y[keep]], axis=1)
 
 
 def covariance_files(tmp_path, system, *extra, name="sys"):

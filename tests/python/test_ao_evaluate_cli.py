@@ -3,41 +3,20 @@
 `ao covariance` writes (R = Ctm Cmm^-1), never by halfscope's own solver."""
 import json
 import math
-import os
 import re
-import signal
-import subprocess
 
 import pytest
 
 np = pytest.importorskip("numpy")
 resource = pytest.importorskip("resource")  # RLIMIT_FSIZE: a write that fails half-way (POSIX)
-CLI = os.environ.get("HALFSCOPE_CLI")
+# run(..., file_limit=bytes) makes a write beyond that size fail with EFBIG (see ao_helpers.run).
+from ao_helpers import CLI, assert_bad_input, run  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
 
 SYSTEM = "preset:check"  # n = 912, m = 152: a whole evaluation takes well under a second
 N, M = 912, 152
 U64 = 2.0 ** -53
-
-
-def run(*args, file_limit=None):
-    """Runs the CLI; with `file_limit` (bytes) a write beyond that size fails with EFBIG (SIGXFSZ
-    ignored, so the writer sees the error instead of the process being killed)."""
-
-    def limit():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
-
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600,
-                          preexec_fn=limit if file_limit else None)
-
-
-def assert_bad_input(result, *words):
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -2,36 +2,21 @@
 the FP64 von Karman structure function D(r) and phase covariance C(r), the Kolmogorov limit, the
 --range grid, and the error exits (exit 2, the message names the argument, no output left)."""
 import math
-import os
-import subprocess
 
 import pytest
 
 np = pytest.importorskip("numpy")
 special = pytest.importorskip("scipy.special")
-CLI = os.environ.get("HALFSCOPE_CLI")
+from ao_helpers import CLI, G0, K1, NU, assert_bad_input, run  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
-
-
-def run(*args):
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
-def assert_bad_input(result, *words):
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 # ----------------------------------------------------------------------------------------------
 # (a) The structure function. D(r) = K1 (L0/r0)^(5/3) G(x), x = 2 pi r / L0, with
-# G(x) = G0 - x^nu K_nu(x), nu = 5/6, G0 = Gamma(5/6) 2^(-1/6) (the value of x^nu K_nu at 0).
+# G(x) = G0 - x^nu K_nu(x), nu = 5/6, G0 = Gamma(5/6) 2^(-1/6) (the value of x^nu K_nu at 0);
+# the constants NU, K1, G0 are in ao_helpers.py.
 
-NU = 5.0 / 6.0
-K1 = 2 * math.gamma(11 / 6) * 2 ** (-5 / 6) * math.pi ** (-8 / 3) * (24 / 5 * math.gamma(6 / 5)) ** (5 / 6)
-G0 = math.gamma(NU) * 2 ** (-1 / 6)
 KOLMOGOROV = 2 * (24 / 5 * math.gamma(6 / 5)) ** (5 / 6)  # 6.88388: D = KOLMOGOROV (r/r0)^(5/3)
 # SciPy's kv (AMOS) is accurate to a few ulp; 1e-15 (4.5 ulp) bounds the relative error of
 # x^nu K_nu(x) as computed by scipy (kv and the power) in the range used here.

@@ -6,34 +6,24 @@ for MOAO's short layout."""
 import json
 import os
 import re
-import subprocess
 
 import pytest
 
 np = pytest.importorskip("numpy")
-CLI = os.environ.get("HALFSCOPE_CLI")
+from ao_helpers import CLI, assert_bad_input, valid_centres  # noqa: E402
+from ao_helpers import run as run_cli  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
 
 
 def run(*args, cwd=None):
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
-
-
-def assert_bad_input(result, *words):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
+    return run_cli(*args, cwd=cwd, timeout=300)
 
 
 def valid_subapertures(diameter, obstruction, n):
-    """Centres of an n x n grid of pitch D/n centred on the pupil, valid when
-    (D obs / 2)^2 <= r^2 < (D / 2)^2."""
-    c = -diameter / 2 + diameter / n * (np.arange(n) + 0.5)
-    x, y = np.meshgrid(c, c)
-    r2 = x * x + y * y
-    return int(np.count_nonzero((r2 >= (diameter * obstruction / 2) ** 2) & (r2 < diameter**2 / 4)))
+    """How many subapertures of an n x n grid of pitch D/n centred on the pupil are valid,
+    (D obs / 2)^2 <= r^2 < (D / 2)^2 (ao_helpers.valid_centres)."""
+    return len(valid_centres(diameter, obstruction, n))
 
 
 @pytest.mark.parametrize(
@@ -101,19 +91,12 @@ def test_output_is_not_replaced_on_failure(tmp_path):
     # A write that fails half-way: the preset's JSON (several KiB) against a 1000-byte file-size
     # limit (EFBIG, SIGXFSZ ignored so the writer sees the error). The target holds an earlier
     # system; a writer that truncated it before writing would leave 1000 bytes of the new one.
-    resource = pytest.importorskip("resource")
-    import signal
-
-    def limit():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
-
+    pytest.importorskip("resource")
     out = tmp_path / "system.json"
     assert run("simulate", "ao-system", "--preset", "mid", "-o", out).returncode == 0
     before = out.read_bytes()
     assert len(before) > 1000
-    r = subprocess.run([CLI, "simulate", "ao-system", "--preset", "check", "-o", str(out)],
-                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    r = run_cli("simulate", "ao-system", "--preset", "check", "-o", out, timeout=300, file_limit=1000)
     assert r.returncode == 2, r.stderr
     assert "system.json" in r.stderr
     assert out.read_bytes() == before

@@ -1,0 +1,52 @@
+// Mixed-precision tile Cholesky (issue 6, study 002 Algorithm 1): A = L L^T in place on a lower
+// tiled FP32 matrix, the trailing-update GEMMs of each tile in the precision a Policy chooses.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "halfscope/linalg/policy.hpp"
+#include "halfscope/linalg/tiles.hpp"
+
+namespace halfscope::linalg {
+
+/// How to factor.
+struct CholeskyOptions {
+  /// Chooses the GEMM variant of every off-diagonal tile (default uniform:SP).
+  Policy policy;
+  /// On a failure (a non-positive pivot, an FP16 overflow) refactor from a copy of the input with
+  /// the failing region promoted one precision up (HP3 -> HP2 -> HP1 -> SP, TF32 and BF16 -> SP),
+  /// until the factorization finishes or the region is all SP / DP.
+  bool recover = false;
+};
+
+/// What a factorization did.
+struct CholeskyReport {
+  /// The policy's name.
+  std::string policy;
+  /// Off-diagonal tiles (i > j) per variant, indexed by GemmVariant, as finally factored.
+  std::array<std::int64_t, 7> tiles{};
+  /// Factorizations run (1 without a recovery).
+  std::int64_t attempts = 1;
+  /// One line per recovery: what failed and which tiles were promoted.
+  std::vector<std::string> recoveries;
+
+  /// Tiles of one variant.
+  [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {
+    return tiles[static_cast<std::size_t>(v)];
+  }
+};
+
+/// Factors the symmetric positive definite matrix held in `a` (a lower, float32, host TileMatrix)
+/// in place: on return its lower triangle holds L with A = L L^T (the upper half of diagonal tiles
+/// is left as it was). POTRF of the diagonal tiles, TRSM and SYRK run in FP32; each GEMM that
+/// updates tile (i, j) runs in the variant options.policy chooses for (i, j) from the input's tile
+/// and matrix Frobenius norms. Runs as OpenMP tasks over tiles (right-looking, no barrier per
+/// step). Throws InvalidInput for another layout, dtype or memory; NotPositiveDefinite naming the
+/// tile, the pivot and the policy; NumericalError on an FP16 overflow; with options.recover these
+/// two are retried as described there, and `a` is restored to the input before each retry.
+CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options);
+
+}  // namespace halfscope::linalg

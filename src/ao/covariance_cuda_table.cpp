@@ -11,9 +11,9 @@
 // s in long double; in [-1, 1] that costs nothing measurable because the coefficients fall by ~66
 // per degree (the monomial coefficients stay below ~|G| 2^n rho^-n).
 //
-// Reference values: G(x) = vonkarman_bracket_series(x) for x < 2 (long double series, 6e-17) and
-// Gamma(5/6) 2^(-1/6) - x^(5/6) K_{5/6}(x) above, x^(5/6) K_{5/6} from the quadrature (x < 16) or
-// the asymptotic expansion, exactly the branches of vonkarman_structure_function.
+// Reference values: G(x) = detail::vonkarman_bracket (turbulence.cpp): the series for x < 2 (6e-17)
+// and Gamma(5/6) 2^(-1/6) - x^(5/6) K_{5/6}(x) above, x^(5/6) K_{5/6} from the quadrature (x < 16)
+// or the asymptotic expansion, exactly the branches of vonkarman_structure_function.
 //
 // Measured (host, 200,000 log-spaced x in [1e-9, 60]; a similar grid in
 // tests/ao/gpu_covariance_vonkarman.cpp on the device): |D_table - D_ref| / D_ref <= 7.1e-16
@@ -32,20 +32,6 @@ namespace {
 
 using ld = long double;
 constexpr ld kA = 5.0L / 6.0L;
-
-ld bracket_limit() {
-  return std::tgamma(kA) * std::pow(2.0L, kA - 1.0L);
-}
-
-/// G(x) from the reference branches (see the top of this file).
-ld reference_bracket(ld x) {
-  if (x < static_cast<ld>(kVonKarmanSeriesMax))
-    return static_cast<ld>(vonkarman_bracket_series(static_cast<double>(x)));
-  const double f = x < static_cast<ld>(kVonKarmanAsymptoticMin)
-                       ? vonkarman_bessel_quadrature(static_cast<double>(x))
-                       : vonkarman_bessel_asymptotic(static_cast<double>(x));
-  return bracket_limit() - static_cast<ld>(f);
-}
 
 VonKarmanTable build_table() {
   constexpr int n = kVkDegree + 1;
@@ -70,7 +56,7 @@ VonKarmanTable build_table() {
       ld values[n];
       for (int i = 0; i < n; ++i) {
         const ld m = 1.0L + (static_cast<ld>(j) + 0.5L + nodes[i] / 2.0L) / k;
-        values[i] = reference_bracket(std::sqrt(std::ldexp(m, e)));
+        values[i] = vonkarman_bracket(std::sqrt(std::ldexp(m, e)));
       }
       ld mono[n] = {};
       for (int d = 0; d < n; ++d) {
@@ -90,7 +76,7 @@ VonKarmanTable build_table() {
     }
   }
   const ld c = 2.0L * pi * std::pow(2.0L, kA - 1.0L);
-  t.scalars.limit = static_cast<double>(bracket_limit());
+  t.scalars.limit = static_cast<double>(vonkarman_bracket_limit());
   t.scalars.series_a = static_cast<double>(c / std::tgamma(1.0L + kA));
   t.scalars.series_one = static_cast<double>(c / std::tgamma(2.0L - kA));
   t.k1 = static_cast<double>(2.0L * std::tgamma(1.0L + kA) * std::pow(2.0L, -kA) *

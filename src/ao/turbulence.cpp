@@ -188,6 +188,14 @@ BesselAndBracket evaluate(ld x) {
 
 namespace detail {
 
+long double vonkarman_bracket(long double x) {
+  return evaluate(x).bracket;
+}
+
+long double vonkarman_bracket_limit() {
+  return constants().bracket_limit;
+}
+
 double vonkarman_bracket_series(double x) {
   return static_cast<double>(bracket_series(x));
 }

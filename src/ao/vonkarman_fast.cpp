@@ -13,18 +13,6 @@ namespace {
 using ld = long double;
 constexpr ld kA = 5.0L / 6.0L;
 
-ld bracket_limit() {
-  return std::tgamma(kA) * std::pow(2.0L, kA - 1.0L);
-}  // Gamma(5/6) 2^(-1/6)
-
-// The reference G(x), from the branch of turbulence.cpp that has it without cancellation.
-ld reference_bracket(double x) {
-  if (x < kVonKarmanSeriesMax) return vonkarman_bracket_series(x);
-  const double f =
-      x < kVonKarmanAsymptoticMin ? vonkarman_bessel_quadrature(x) : vonkarman_bessel_asymptotic(x);
-  return bracket_limit() - static_cast<ld>(f);
-}
-
 }  // namespace
 
 const VonKarmanFast& VonKarmanFast::instance() {
@@ -50,7 +38,7 @@ VonKarmanFast::VonKarmanFast() {
         series_q_[static_cast<std::size_t>(k)] / series_p_[0];
   }
   series_c_ = static_cast<double>(2.0L * std::numbers::pi_v<ld> * std::pow(2.0L, kA - 1.0L));
-  limit_ = static_cast<double>(bracket_limit());
+  limit_ = static_cast<double>(vonkarman_bracket_limit());
   kolmogorov_ = static_cast<double>(2.0L * std::pow(24.0L / 5.0L * std::tgamma(6.0L / 5.0L), kA));
 
   // Chebyshev interpolation at the N = degree + 1 first-kind nodes of each piece:
@@ -66,8 +54,7 @@ VonKarmanFast::VonKarmanFast() {
     std::array<ld, n> f{};
     for (int j = 0; j < n; ++j) {
       const ld t = std::cos(std::numbers::pi_v<ld> * (static_cast<ld>(j) + 0.5L) / n);
-      f[static_cast<std::size_t>(j)] =
-          reference_bracket(static_cast<double>(lo + width * 0.5L * (t + 1.0L)));
+      f[static_cast<std::size_t>(j)] = vonkarman_bracket(lo + width * 0.5L * (t + 1.0L));
     }
     std::array<ld, n> mono{};
     std::array<ld, n> t_prev{}, t_cur{}, t_next{};

@@ -41,6 +41,14 @@ inline constexpr double kVonKarmanAsymptoticMin = 16.0;
 /// each branch at the switches).
 [[nodiscard]] double vonkarman_bracket_series(double x);
 
+/// G(x) in long double from the branch that has it without cancellation (series below
+/// kVonKarmanSeriesMax, limit - x^(5/6) K_{5/6}(x) above): the reference the fast evaluators of
+/// the covariance backends (vonkarman_fast.cpp, covariance_cuda_table.cpp) are fitted to.
+[[nodiscard]] long double vonkarman_bracket(long double x);
+
+/// The limit of G at large x, Gamma(5/6) 2^(-1/6), in long double.
+[[nodiscard]] long double vonkarman_bracket_limit();
+
 /// x^(5/6) K_{5/6}(x) by the trapezoidal rule on x^(5/6) int_0^inf exp(-x cosh t) cosh(5t/6) dt.
 [[nodiscard]] double vonkarman_bessel_quadrature(double x);
 

@@ -17,8 +17,12 @@
 #   <date>-<gpu>-covariance.json AO covariance generation on the GPU (HALFSCOPE_BENCH_AO=full|
 #                                quick|off, default full), -covariance-cpu.json the CPU backend on
 #                                the same machine; covariance-summary.txt, their tables
+#   <date>-<gpu>-cholesky.json   tile Cholesky per policy vs cuSOLVER spotrf / dpotrf, and
+#   <date>-<gpu>-tor.json        the reconstructor per policy (HALFSCOPE_BENCH_CHOL=full|quick|
+#                                off, default full); cholesky-summary.txt, their tables
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
-# reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO
+# reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO /
+# HALFSCOPE_BENCH_CHOL
 # pick the sweeps (below); HALFSCOPE_CHECK_TARGETS builds only the named targets and
 # HALFSCOPE_CHECK_TESTS (a ctest -R regex) runs only the matching GPU tests, for short sessions;
 # HALFSCOPE_COMMIT names the commit where the copy has no .git.
@@ -44,7 +48,7 @@ other_failed=0
 note() { echo "$*" | tee -a "$summary"; }
 
 # A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
-for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO; do
+for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL; do
   case "${!knob:-full}" in
     full | quick | off) ;;
     *)
@@ -252,6 +256,33 @@ if [ -x "$cli" ]; then
       step "bench covariance cpu" "$log" bench_covariance "-cpu" --systems check,mid --layers 10 \
         --kinds cmm,ctm,ctt --device cpu --dtype f64 --repeats 1 --samples 200; then
       tee -a "$summary" < "$results/covariance-summary.txt"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+  fi
+
+  # Tile Cholesky and reconstructor (issue 6): HALFSCOPE_BENCH_CHOL=full (default) | quick | off.
+  # full: POTRF on the E-ELT Cmm of its first k sensors (n = 11,152 k up to 100,368) per policy
+  # with cuSOLVER spotrf / dpotrf on the same matrix, then the reconstructor on check, mid and
+  # eelt (Strehl against FP64 where the dense FP64 Cmm fits); quick: n <= 44,608, check and mid.
+  chol_level="${HALFSCOPE_BENCH_CHOL:-full}"
+  if [ "$chol_level" != off ]; then
+    chol_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}"
+    chol_sizes=11152,22304,44608,66912,78064,100368
+    tor_systems=check,mid,eelt
+    if [ "$chol_level" = quick ]; then
+      chol_sizes=11152,22304,44608
+      tor_systems=check,mid
+    fi
+    : > "$results/cholesky-summary.txt"
+    if step "bench cholesky" "$log" sh -c '"$0" bench cholesky --device cuda --sizes "$1" --repeats 3 \
+        --json "$2-cholesky.json" >> "$3"' "$cli" "$chol_sizes" "$chol_json" \
+        "$results/cholesky-summary.txt" &&
+      step "bench tor" "$log" sh -c '"$0" bench tor --device cuda --systems "$1" --repeats 3 \
+        --json "$2-tor.json" >> "$3"' "$cli" "$tor_systems" "$chol_json" \
+        "$results/cholesky-summary.txt"; then
+      tee -a "$summary" < "$results/cholesky-summary.txt"
     else
       other_failed=1
       tail -5 "$log" | tee -a "$summary"

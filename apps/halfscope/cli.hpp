@@ -51,6 +51,9 @@ void register_bench_mfilter(CLI::App& bench, Globals& g);
 void register_ao(CLI::App& app, Globals& g);                  // cmd_ao.cpp: the `ao` group
 void register_ao_evaluate(CLI::App& ao, Globals& g);         // cmd_ao_evaluate.cpp
 void register_bench_covariance(CLI::App& bench, Globals& g); // cmd_bench_covariance.cpp
+void register_cholesky(CLI::App& app, Globals& g);           // cmd_cholesky.cpp
+void register_ao_reconstructor(CLI::App& ao, Globals& g);    // cmd_ao_reconstructor.cpp
+void register_bench_cholesky(CLI::App& bench, Globals& g);   // cmd_bench_cholesky.cpp (+ tor)
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
 /// format has no such type (FITS; BF16 in .npy), with a note on stderr.

@@ -287,6 +287,7 @@ void register_ao(CLI::App& app, Globals& g) {
   register_ao_covariance(*ao, g);
   register_ao_structure(*ao, g);
   register_ao_evaluate(*ao, g);
+  register_ao_reconstructor(*ao, g);
 }
 
 }  // namespace halfscope::cli

@@ -117,6 +117,7 @@ void register_bench(CLI::App& app, Globals& g) {
   register_bench_conv(*bench, g);
   register_bench_mfilter(*bench, g);
   register_bench_covariance(*bench, g);
+  register_bench_cholesky(*bench, g);
 }
 
 }  // namespace halfscope::cli

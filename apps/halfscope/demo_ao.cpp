@@ -85,7 +85,7 @@ struct Row {
 
 }  // namespace
 
-std::string demo_ao_section(const Globals& g, const fs::path& dir, bool measure) {
+static std::string ao_overview_section(const Globals& g, const fs::path& dir, bool measure) {
   std::ostringstream h;
   h << "<section id=\"ao\"><h2>Adaptive-optics tomography (study 002"
     << (measure ? ", measured now" : "")
@@ -195,6 +195,12 @@ std::string demo_ao_section(const Globals& g, const fs::path& dir, bool measure)
     << ". Middle: the PSF with the tomographic error only, right: the telescope alone (both log "
        "scale, peak of the diffraction PSF = 1).</p></section>\n";
   return h.str();
+}
+
+// The issue-5 overview, then the issue-6 reconstructor precision policies (demo_ao_policies.cpp).
+std::string demo_ao_section(const Globals& g, const fs::path& dir, bool measure) {
+  std::string html = ao_overview_section(g, dir, measure);  // first: the messages keep the order
+  return html + demo_ao_policies_section(g, measure);
 }
 
 }  // namespace halfscope::cli

@@ -16,7 +16,15 @@ struct Globals;
 /// the scores are Unsupported: the section then shows the covariances (ao-cmm.png only) with a note
 /// and warns on stderr. With `measure` false (`demo --no-measure`) nothing is computed or written
 /// and the section says so.
+/// The section ends with demo_ao_policies_section's.
 std::string demo_ao_section(const Globals& g, const std::filesystem::path& dir,
                             bool measure = true);
+
+/// "Reconstructor precision policies" (issue 6, demo_ao_policies.cpp): the mixed-precision
+/// reconstructor per precision policy on the check system (and mid on a GPU), one run each through
+/// `bench tor`'s code: a table of time, Strehl and Strehl difference to the FP64 reconstructor, and
+/// two SVG charts. A failing policy is shown as failed. Returns its HTML (a short note when
+/// `measure` is false or the build has no LAPACKE).
+std::string demo_ao_policies_section(const Globals& g, bool measure);
 
 }  // namespace halfscope::cli

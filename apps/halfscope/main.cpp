@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   cli::register_mfilter(app, globals);
   cli::register_simulate(app, globals);
   cli::register_ao(app, globals);
+  cli::register_cholesky(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);
 

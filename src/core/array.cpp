@@ -78,6 +78,10 @@ void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory
   }
 #if HALFSCOPE_WITH_CUDA
   HS_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault));
+  // cudaMemcpy may return before a device-to-device or pageable host-to-device copy has landed;
+  // backends then read the data from their own non-blocking streams, which do not wait for the
+  // legacy stream. Waiting here makes every Array copy complete when it returns.
+  HS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 #else
   throw Unsupported("device copy requested but halfscope was built without CUDA");
 #endif

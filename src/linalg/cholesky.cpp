@@ -1,5 +1,6 @@
-// Tile Cholesky: validation, the policy's choice per tile and --recover (include/halfscope/linalg/
-// cholesky.hpp). The factorization itself is in cholesky_cpu.cpp.
+// Tile Cholesky: validation, the policy's choice per tile, --recover and the dispatch to the CPU
+// (cholesky_cpu.cpp) or GPU (cholesky_cuda.cu) factorization (include/halfscope/linalg/
+// cholesky.hpp). The norms and the choice per tile are in tile_norms.cpp.
 #include "halfscope/linalg/cholesky.hpp"
 
 #include <algorithm>
@@ -8,41 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cpu.hpp"
+#include "linalg/tile_norms.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "linalg/cholesky_cuda.hpp"
+#endif
 
 namespace halfscope::linalg {
 namespace {
-
-// Frobenius norm of stored tile (i, j).
-double tile_norm(const TileMatrix& a, std::int64_t i, std::int64_t j) {
-  const float* t = a.storage.data_as<float>() + a.layout.tile_offset(i, j);
-  const std::int64_t count = a.layout.tile_height(i) * a.layout.tile_width(j);
-  double sum = 0.0;
-  for (std::int64_t x = 0; x < count; ++x) sum += static_cast<double>(t[x]) * t[x];
-  return std::sqrt(sum);
-}
-
-// The variant of each off-diagonal tile (i > j) from the input's norms; diagonal and upper
-// entries are unused (SP).
-std::vector<GemmVariant> choose_variants(const TileMatrix& a, const Policy& policy) {
-  const std::int64_t nt = a.layout.tile_rows();
-  std::vector<double> norms(static_cast<std::size_t>(nt * nt), 0.0);
-  double total = 0.0;  // ||A||_F^2: off-diagonal tiles stand for themselves and their mirror
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j; i < nt; ++i) {
-      const double n = tile_norm(a, i, j);
-      norms[static_cast<std::size_t>(i * nt + j)] = n;
-      total += (i == j ? 1.0 : 2.0) * n * n;
-    }
-  total = std::sqrt(total);
-  std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::SP);
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i)
-      variants[static_cast<std::size_t>(i * nt + j)] =
-          policy(TileQuery{i, j, norms[static_cast<std::size_t>(i * nt + j)], total, nt});
-  return variants;
-}
 
 // One precision up, or the same variant when there is nothing higher to try.
 GemmVariant promote(GemmVariant v) {
@@ -94,19 +71,31 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   if (a.dtype() != DType::f32)
     throw InvalidInput("cholesky_tiles: the matrix must be float32, found " +
                        std::string(dtype_name(a.dtype())));
+#if !HALFSCOPE_WITH_CUDA
   if (a.storage.on_device())
-    throw InvalidInput("cholesky_tiles: the matrix must be in host memory, found device memory");
+    throw Unsupported("cholesky_tiles: device memory in a build without CUDA");
+#endif
 
   CholeskyReport report;
   report.policy = options.policy.name();
   const std::int64_t nt = a.layout.tile_rows();
-  std::vector<GemmVariant> variants = choose_variants(a, options.policy);
-  // The input, kept only when a retry may need it.
+  std::vector<GemmVariant> variants =
+      detail::choose_variants(a, detail::tile_norms(a), options.policy);
+  // The input, kept (in the matrix's own memory) only when a retry may need it.
   const Array original = options.recover ? a.storage.clone() : Array{};
+  const std::int64_t bytes = a.layout.element_count() * static_cast<std::int64_t>(sizeof(float));
+  if (options.recover) report.workspace_bytes = bytes;
+  [[maybe_unused]] const std::int64_t kept = report.workspace_bytes;  // used by the GPU path
   detail::FailedTile failed;
   for (;;) {
     try {
-      detail::cholesky_cpu(a, variants, report.policy, &failed);
+      if (a.storage.on_device()) {
+#if HALFSCOPE_WITH_CUDA
+        report.workspace_bytes = kept + detail::cholesky_cuda(a, variants, report.policy, &failed);
+#endif
+      } else {
+        detail::cholesky_cpu(a, variants, report.policy, &failed);
+      }
       break;
     } catch (const NumericalError& e) {
       if (!options.recover) throw;
@@ -117,7 +106,7 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
       report.recoveries.push_back("attempt " + std::to_string(report.attempts) + " failed (" +
                                   e.what() + "); " + change);
       ++report.attempts;
-      std::copy_n(original.data_as<float>(), a.layout.element_count(), a.storage.data_as<float>());
+      copy_bytes(a.storage.data(), a.storage.memory(), original.data(), original.memory(), bytes);
     }
   }
   for (std::int64_t j = 0; j < nt; ++j)

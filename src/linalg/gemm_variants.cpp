@@ -18,14 +18,20 @@ namespace halfscope::linalg::detail {
 namespace {
 
 std::string tile_text(TileLabel where) {
-  return "(" + std::to_string(where.ti) + ", " + std::to_string(where.tj) + ")";
+  return std::string(where.subject) + " (" + std::to_string(where.ti) + ", " +
+         std::to_string(where.tj) + ")";
+}
+
+std::string hint(TileLabel where) {
+  return where.recoverable ? "use a higher-precision policy for this tile or --recover"
+                           : "use a higher-precision policy for this tile";
 }
 
 [[noreturn]] void overflow(GemmVariant v, TileLabel where, const char* operand, float value) {
-  throw NumericalError("GEMM " + std::string(gemm_variant_name(v)) + " updating tile " +
-                       tile_text(where) + ": " + operand + " entry " + std::to_string(value) +
-                       " does not fit the variant's format (FP16 holds |x| <= 65504); use a "
-                       "higher-precision policy for this tile or --recover");
+  throw NumericalError("GEMM " + std::string(gemm_variant_name(v)) + " " + tile_text(where) + ": " +
+                       operand + " entry " + std::to_string(value) +
+                       " does not fit the variant's format (FP16 holds |x| <= 65504); " +
+                       hint(where));
 }
 
 float round_half(float x) noexcept {
@@ -52,35 +58,46 @@ std::vector<float> rounded_copy(const float* src, std::int64_t rows, std::int64_
   return out;
 }
 
-// C -= A B^T in FP32 arithmetic (the summation order of the BLAS, or of the loop below).
-void sgemm_nt(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-              const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+// An operand as stored: its pointer, leading dimension and whether it is used transposed.
+// element(i, l) is entry (i, l) of op(X).
+struct Operand {
+  const float* p;
+  std::int64_t ld;
+  Op op;
+  [[nodiscard]] float element(std::int64_t i, std::int64_t l) const {
+    return op == Op::N ? p[i + l * ld] : p[l + i * ld];
+  }
+};
+
+// C -= op(A) op(B) in FP32 arithmetic (the summation order of the BLAS, or of the loop below).
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, Operand a, Operand b, float* c,
+           std::int64_t ldc) {
 #if HALFSCOPE_HAS_BLAS
-  cblas_sgemm(CblasColMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), -1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f,
-              c, static_cast<int>(ldc));
+  cblas_sgemm(CblasColMajor, a.op == Op::N ? CblasNoTrans : CblasTrans,
+              b.op == Op::N ? CblasNoTrans : CblasTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), -1.0f, a.p, static_cast<int>(a.ld), b.p, static_cast<int>(b.ld),
+              1.0f, c, static_cast<int>(ldc));
 #else
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t l = 0; l < k; ++l) {
-      const float bjl = b[j + l * ldb];
-      for (std::int64_t i = 0; i < m; ++i) c[i + j * ldc] -= a[i + l * lda] * bjl;
+      const float blj = b.element(l, j);
+      for (std::int64_t i = 0; i < m; ++i) c[i + j * ldc] -= a.element(i, l) * blj;
     }
 #endif
 }
 
 // DP: every product and sum in FP64 (exact products of FP32 inputs), one rounding to FP32.
-void dgemm_nt_round_once(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                         std::int64_t lda, const float* b, std::int64_t ldb, float* c,
-                         std::int64_t ldc) {
+void dgemm_round_once(std::int64_t m, std::int64_t n, std::int64_t k, Operand a, Operand b,
+                      float* c, std::int64_t ldc) {
   std::vector<double> acc(static_cast<std::size_t>(m * n));
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t i = 0; i < m; ++i)
       acc[static_cast<std::size_t>(i + j * m)] = static_cast<double>(c[i + j * ldc]);
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t l = 0; l < k; ++l) {
-      const double bjl = static_cast<double>(b[j + l * ldb]);
+      const double blj = static_cast<double>(b.element(l, j));
       double* col = acc.data() + j * m;
-      for (std::int64_t i = 0; i < m; ++i) col[i] -= static_cast<double>(a[i + l * lda]) * bjl;
+      for (std::int64_t i = 0; i < m; ++i) col[i] -= static_cast<double>(a.element(i, l)) * blj;
     }
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t i = 0; i < m; ++i)
@@ -90,21 +107,22 @@ void dgemm_nt_round_once(std::int64_t m, std::int64_t n, std::int64_t k, const f
 // HP3: C, A, B in FP16 and c = c - a * b with the product and the difference each rounded to
 // FP16, as an FP16-compute GEMM (alpha = -1, beta = 1) does. An overflow anywhere leaves a
 // non-finite value in the chain (inf stays inf or becomes NaN), so checking the end suffices.
-void hgemm_nt_all_half(std::int64_t m, std::int64_t n, std::int64_t k, const float* a16,
-                       const float* b16, float* c, std::int64_t ldc, TileLabel where) {
+// a16, b16 are the rounded operands as stored (packed, ld = their row count).
+void hgemm_all_half(std::int64_t m, std::int64_t n, std::int64_t k, Operand a16, Operand b16,
+                    float* c, std::int64_t ldc, TileLabel where) {
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t i = 0; i < m; ++i) {
       const float c0 = c[i + j * ldc];
       Half acc(c0);
       if (!std::isfinite(static_cast<float>(acc))) overflow(GemmVariant::HP3, where, "C", c0);
-      for (std::int64_t l = 0; l < k; ++l) acc = acc - Half(a16[i + l * m]) * Half(b16[j + l * n]);
+      for (std::int64_t l = 0; l < k; ++l)
+        acc = acc - Half(a16.element(i, l)) * Half(b16.element(l, j));
       const float r = static_cast<float>(acc);
       if (!std::isfinite(r))
-        throw NumericalError("GEMM HP3 updating tile " + tile_text(where) +
+        throw NumericalError("GEMM HP3 " + tile_text(where) +
                              ": an FP16 product or partial sum overflowed (|x| > 65504) at "
                              "element (" +
-                             std::to_string(i) + ", " + std::to_string(j) +
-                             "); use a higher-precision policy for this tile or --recover");
+                             std::to_string(i) + ", " + std::to_string(j) + "); " + hint(where));
       c[i + j * ldc] = r;
     }
 }
@@ -123,13 +141,24 @@ float round_to_tf32(float x) noexcept {
 void gemm_nt_update(GemmVariant variant, std::int64_t m, std::int64_t n, std::int64_t k,
                     const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
                     std::int64_t ldc, TileLabel where) {
+  gemm_update(variant, Op::N, Op::T, m, n, k, a, lda, b, ldb, c, ldc, where);
+}
+
+void gemm_update(GemmVariant variant, Op op_a, Op op_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float* c, std::int64_t ldc, TileLabel where) {
   if (m <= 0 || n <= 0 || k <= 0) return;
+  // Stored shapes of the operands: the rounded copies keep them (packed), so the transposes
+  // apply to the copies as to the originals.
+  const std::int64_t a_rows = op_a == Op::N ? m : k, a_cols = op_a == Op::N ? k : m;
+  const std::int64_t b_rows = op_b == Op::N ? k : n, b_cols = op_b == Op::N ? n : k;
+  const Operand a_in{a, lda, op_a}, b_in{b, ldb, op_b};
   switch (variant) {
     case GemmVariant::DP:
-      dgemm_nt_round_once(m, n, k, a, lda, b, ldb, c, ldc);
+      dgemm_round_once(m, n, k, a_in, b_in, c, ldc);
       return;
     case GemmVariant::SP:
-      sgemm_nt(m, n, k, a, lda, b, ldb, c, ldc);
+      sgemm(m, n, k, a_in, b_in, c, ldc);
       return;
     case GemmVariant::TF32:
     case GemmVariant::HP1:
@@ -137,16 +166,20 @@ void gemm_nt_update(GemmVariant variant, std::int64_t m, std::int64_t n, std::in
       float (*round)(float) = variant == GemmVariant::TF32  ? round_to_tf32
                               : variant == GemmVariant::HP1 ? round_half
                                                             : round_bf16;
-      const std::vector<float> ar = rounded_copy(a, m, k, lda, round, variant, where, "A");
-      const std::vector<float> br = rounded_copy(b, n, k, ldb, round, variant, where, "B");
-      sgemm_nt(m, n, k, ar.data(), m, br.data(), n, c, ldc);
+      const std::vector<float> ar =
+          rounded_copy(a, a_rows, a_cols, lda, round, variant, where, "A");
+      const std::vector<float> br =
+          rounded_copy(b, b_rows, b_cols, ldb, round, variant, where, "B");
+      sgemm(m, n, k, {ar.data(), a_rows, op_a}, {br.data(), b_rows, op_b}, c, ldc);
       return;
     }
     case GemmVariant::HP2: {
-      const std::vector<float> ar = rounded_copy(a, m, k, lda, round_half, variant, where, "A");
-      const std::vector<float> br = rounded_copy(b, n, k, ldb, round_half, variant, where, "B");
+      const std::vector<float> ar =
+          rounded_copy(a, a_rows, a_cols, lda, round_half, variant, where, "A");
+      const std::vector<float> br =
+          rounded_copy(b, b_rows, b_cols, ldb, round_half, variant, where, "B");
       std::vector<float> cr = rounded_copy(c, m, n, ldc, round_half, variant, where, "C");
-      sgemm_nt(m, n, k, ar.data(), m, br.data(), n, cr.data(), m);
+      sgemm(m, n, k, {ar.data(), a_rows, op_a}, {br.data(), b_rows, op_b}, cr.data(), m);
       // Check every result before writing any, so a failed update leaves C as it was.
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t i = 0; i < m; ++i) {
@@ -161,14 +194,17 @@ void gemm_nt_update(GemmVariant variant, std::int64_t m, std::int64_t n, std::in
       return;
     }
     case GemmVariant::HP3: {
-      const std::vector<float> ar = rounded_copy(a, m, k, lda, round_half, variant, where, "A");
-      const std::vector<float> br = rounded_copy(b, n, k, ldb, round_half, variant, where, "B");
+      const std::vector<float> ar =
+          rounded_copy(a, a_rows, a_cols, lda, round_half, variant, where, "A");
+      const std::vector<float> br =
+          rounded_copy(b, b_rows, b_cols, ldb, round_half, variant, where, "B");
       // Work on a copy so that an overflow part-way leaves C untouched.
       std::vector<float> cr(static_cast<std::size_t>(m * n));
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t i = 0; i < m; ++i)
           cr[static_cast<std::size_t>(i + j * m)] = c[i + j * ldc];
-      hgemm_nt_all_half(m, n, k, ar.data(), br.data(), cr.data(), m, where);
+      hgemm_all_half(m, n, k, {ar.data(), a_rows, op_a}, {br.data(), b_rows, op_b}, cr.data(), m,
+                     where);
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t i = 0; i < m; ++i)
           c[i + j * ldc] = cr[static_cast<std::size_t>(i + j * m)];

@@ -159,7 +159,8 @@ Shape c_strides(const Shape& shape);
 /// Fortran-order strides (in elements) of a shape.
 Shape f_strides(const Shape& shape);
 
-/// Copies `bytes` between any two memories (cudaMemcpy where a device is involved).
+/// Copies `bytes` between any two memories (cudaMemcpy where a device is involved). Complete on
+/// return, also for device-to-device copies, so any stream may read the destination at once.
 void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory, std::int64_t bytes);
 
 }  // namespace halfscope

@@ -32,6 +32,11 @@ struct CholeskyReport {
   std::int64_t attempts = 1;
   /// One line per recovery: what failed and which tiles were promoted.
   std::vector<std::string> recoveries;
+  /// Scratch memory the factorization used besides the matrix, in bytes: on the GPU the
+  /// low-precision panel copies (2 x (n - nb) x nb elements per operand format in use), the FP16 /
+  /// FP64 C scratch of HP3 / DP and cuSOLVER's workspace; plus, with `recover`, the copy of the
+  /// input kept for a retry (on the CPU only that copy). Peak usage is the matrix plus this.
+  std::int64_t workspace_bytes = 0;
 
   /// Tiles of one variant.
   [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {
@@ -39,14 +44,17 @@ struct CholeskyReport {
   }
 };
 
-/// Factors the symmetric positive definite matrix held in `a` (a lower, float32, host TileMatrix)
-/// in place: on return its lower triangle holds L with A = L L^T (the upper half of diagonal tiles
-/// is left as it was). POTRF of the diagonal tiles, TRSM and SYRK run in FP32; each GEMM that
-/// updates tile (i, j) runs in the variant options.policy chooses for (i, j) from the input's tile
-/// and matrix Frobenius norms. Runs as OpenMP tasks over tiles (right-looking, no barrier per
-/// step). Throws InvalidInput for another layout, dtype or memory; NotPositiveDefinite naming the
-/// tile, the pivot and the policy; NumericalError on an FP16 overflow; with options.recover these
-/// two are retried as described there, and `a` is restored to the input before each retry.
+/// Factors the symmetric positive definite matrix held in `a` (a lower, float32 TileMatrix, in
+/// host or device memory) in place: on return its lower triangle holds L with A = L L^T (the upper
+/// half of diagonal tiles is left as it was). POTRF of the diagonal tiles, TRSM and SYRK run in
+/// FP32; each GEMM that updates tile (i, j) runs in the variant options.policy chooses for (i, j)
+/// from the input's tile and matrix Frobenius norms. On the host it runs as OpenMP tasks over tiles
+/// (right-looking, no barrier per step); on a device with cuSOLVER / cuBLAS on two streams ordered
+/// by events (src/linalg/cholesky_cuda.cu), synchronised before returning. Throws InvalidInput for
+/// another layout or dtype, Unsupported for device memory in a build without CUDA;
+/// NotPositiveDefinite naming the tile, the pivot and the policy; NumericalError on an FP16
+/// overflow; with options.recover these two are retried as described there, and `a` is restored to
+/// the input before each retry.
 CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options);
 
 }  // namespace halfscope::linalg

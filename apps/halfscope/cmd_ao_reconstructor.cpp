@@ -1,0 +1,146 @@
+// `halfscope ao reconstructor SYSTEM -o R.npy`: the mixed-precision tomographic reconstructor
+// R = Ctm Cmm^-1 (ao/reconstructor.hpp: Cmm in FP32 tiles, tile Cholesky under a precision policy,
+// two triangular solves), written as an m x n float32 .npy; with --evaluate, its tomographic
+// error and Strehl ratio next to those of the FP64 reconstructor (evaluation.hpp).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "ao_system_arg.hpp"
+#include "cli.hpp"
+#include "halfscope/ao/covariance.hpp"
+#include "halfscope/ao/evaluation.hpp"
+#include "halfscope/ao/reconstructor.hpp"
+#include "halfscope/ao/system.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/file.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/linalg/policy.hpp"
+
+namespace halfscope::cli {
+namespace {
+
+struct AoReconstructorCliOptions {
+  AoSystemArg system;
+  std::string output, policy = "uniform:SP", solve_policy = "uniform:SP", device,
+                      tiptilt = "woodbury";
+  std::int64_t tile = 0;
+  bool recover = false, evaluate = false;
+  double wavelength_m = 1.65e-6;
+};
+
+std::string fixed(double v, int digits) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
+}
+
+// The tomographic error and Strehl of R and of the FP64 reconstructor on the same FP64
+// covariances (generated once), and their differences.
+void print_evaluation(const ao::AoSystem& system, const Array& r, DeviceKind device,
+                      double wavelength_m) {
+  ao::CovarianceOptions co;
+  co.device = device;
+  co.dtype = DType::f64;
+  const Array cmm = ao::covariance(system, ao::CovarianceKind::cmm, co);
+  const Array ctm = ao::covariance(system, ao::CovarianceKind::ctm, co);
+  const Array ctt = ao::covariance(system, ao::CovarianceKind::ctt, co);
+  ao::EvaluationOptions eo;
+  eo.device = device;
+  eo.wavelength_m = wavelength_m;
+  const Array r64 = ao::reconstructor_fp64(cmm, ctm, device);
+  const ao::Evaluation mine =
+      ao::evaluate_error_covariance(system, ao::error_covariance(ctt, ctm, cmm, r, device), eo);
+  const ao::Evaluation ref =
+      ao::evaluate_error_covariance(system, ao::error_covariance(ctt, ctm, cmm, r64, device), eo);
+  const auto row = [](const char* label, const ao::Evaluation& e) {
+    std::cout << label << "  tomographic error " << fixed(e.tomographic_error_nm, 3)
+              << " nm rms  Strehl Marechal " << fixed(e.strehl_marechal, 6) << "  OTF "
+              << fixed(e.strehl_otf, 6) << "\n";
+  };
+  std::cout << "evaluation at " << fixed(wavelength_m * 1e6, 3) << " um:\n";
+  row("  this R      ", mine);
+  row("  FP64 R      ", ref);
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "  difference  tomographic error %+.3e nm  Strehl Marechal %+.3e  OTF %+.3e\n",
+                mine.tomographic_error_nm - ref.tomographic_error_nm,
+                mine.strehl_marechal - ref.strehl_marechal, mine.strehl_otf - ref.strehl_otf);
+  std::cout << line;
+}
+
+void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) {
+  ao::ReconstructorOptions o;
+  o.policy = linalg::parse_policy(c.policy);
+  o.solve_policy = linalg::parse_policy(c.solve_policy);
+  if (io::extension_of(c.output) != "npy")
+    throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
+  io::check_output_path(c.output);
+  o.device = resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
+  o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
+  o.recover = c.recover;
+  o.tiptilt = ao::parse_tiptilt_method(c.tiptilt, "--tiptilt");
+  o.result_memory = Memory::host;
+  const ao::AoSystem system = load_ao_system(c.system);
+  const std::string label = ao_system_label(c.system);
+  const char* where = o.device == DeviceKind::Cuda ? "cuda" : "cpu";
+  info(g, "ao reconstructor: " + label + ", n = " + std::to_string(ao::measurement_count(system)) +
+              ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
+              std::to_string(o.tile) + ", " + where);
+  const ao::Reconstructor rec = ao::tomographic_reconstructor(system, o);
+  std::cout << "R: " << rec.matrix.dim(0) << " x " << rec.matrix.dim(1) << " float32, policy "
+            << rec.factor.policy << ", solve policy " << rec.solve.policy << ", " << where << "\n";
+  std::cout << "LGS tip-tilt: " << ao::tiptilt_method_name(o.tiptilt) << " (" << rec.tiptilt_groups
+            << " slope groups corrected)\n";
+  std::cout << "times: covariance " << fixed(rec.covariance_ms, 2) << " ms, factor "
+            << fixed(rec.factor_ms, 2) << " ms, solves " << fixed(rec.solve_ms, 2) << " ms\n";
+  std::cout << "factor tiles:";
+  for (const linalg::GemmVariant v : linalg::all_gemm_variants())
+    if (rec.factor.count(v) > 0)
+      std::cout << " " << linalg::gemm_variant_name(v) << " " << rec.factor.count(v);
+  std::cout << "\nattempts " << rec.factor.attempts << ", recoveries "
+            << rec.factor.recoveries.size() << "\n";
+  for (const std::string& line : rec.factor.recoveries) std::cout << "  " << line << "\n";
+  // Scored before writing, so a failing evaluation leaves no file behind either.
+  if (c.evaluate) print_evaluation(system, rec.matrix, o.device, c.wavelength_m);
+  io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
+  info(g, "wrote " + c.output);
+}
+
+}  // namespace
+
+void register_ao_reconstructor(CLI::App& ao, Globals& g) {
+  auto c = std::make_shared<AoReconstructorCliOptions>();
+  auto* cmd = ao.add_subcommand(
+      "reconstructor",
+      "the mixed-precision reconstructor R = Ctm Cmm^-1 (m x n float32) by the tile Cholesky");
+  add_ao_system_options(*cmd, c->system);
+  cmd->add_option("-o,--output", c->output, "R as a .npy file (m x n float32)")->required();
+  cmd->add_option("--policy", c->policy,
+                  "precision policy of the factorization's GEMMs (uniform:<V>, band:..., "
+                  "adaptive:tol=...)")
+      ->capture_default_str();
+  cmd->add_option("--solve-policy", c->solve_policy,
+                  "precision policy of the triangular solves' GEMMs (study 002: uniform:HP1)")
+      ->capture_default_str();
+  cmd->add_option("--tile", c->tile, "tile size nb (default 1024 on the GPU, 512 on the CPU)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
+  cmd->add_option("--device", c->device, "auto, cpu or cuda (default: the global --device)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_flag("--recover", c->recover,
+                "on a failure refactor with the failing region promoted one precision up");
+  cmd->add_option("--tiptilt", c->tiptilt,
+                  "LGS tip-tilt constants: woodbury (factor Cmm without them, exact low-rank "
+                  "correction) or direct (factor Cmm as it is)")
+      ->capture_default_str();
+  cmd->add_flag("--evaluate", c->evaluate,
+                "print the tomographic error and Strehl of R and of the FP64 reconstructor");
+  cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres (--evaluate)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&g, c] { run_ao_reconstructor(g, *c); });
+}
+
+}  // namespace halfscope::cli

@@ -1,0 +1,105 @@
+// The LGS tip-tilt constants as a low-rank term: device side (src/ao/reconstructor_tiptilt.hpp).
+// Two memory-bound passes over the solved right-hand sides: FP64 group sums of each row, and the
+// rank-q update R -= P W (q = 2 per LGS, at most a few tens).
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "ao/reconstructor_tiptilt.hpp"
+#include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/error.hpp"
+
+namespace halfscope::ao::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxGroups = 64;  // the constant-memory-free shared arrays below
+
+struct Group {
+  long long first, count;
+};
+
+// One block per row: thread-strided FP64 sums of each group, reduced through shared memory.
+__global__ void group_sums_kernel(const float* x, long long n, const Group* groups, int q,
+                                  double* sums) {
+  __shared__ double partial[kThreads];
+  const long long row = blockIdx.x;
+  const float* xr = x + row * n;
+  for (int g = 0; g < q; ++g) {
+    double s = 0;
+    for (long long c = threadIdx.x; c < groups[g].count; c += blockDim.x)
+      s += xr[groups[g].first + c];
+    partial[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) partial[threadIdx.x] += partial[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) sums[row * q + g] = partial[0];
+    __syncthreads();
+  }
+}
+
+// x[r, c] -= sum_g p[r, g] w[g, c] for rows r < rows (grid-stride over rows x columns).
+__global__ void rank_update_kernel(float* x, long long rows, long long n, const double* p, int q,
+                                   const float* w) {
+  const long long total = rows * n;
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long r = e / n, c = e % n;
+    double v = x[e];
+    for (int g = 0; g < q; ++g) v -= p[r * q + g] * static_cast<double>(w[g * n + c]);
+    x[e] = static_cast<float>(v);
+  }
+}
+
+void check_groups(std::size_t q) {
+  if (q > static_cast<std::size_t>(kMaxGroups))
+    throw Unsupported("LGS tip-tilt correction: at most " + std::to_string(kMaxGroups / 2) +
+                      " LGS with a tip-tilt constant on the GPU, found " + std::to_string(q / 2));
+}
+
+}  // namespace
+
+std::vector<double> group_sums_cuda(const Array& x, const std::vector<TiptiltGroup>& groups) {
+  check_groups(groups.size());
+  const std::int64_t rows = x.dim(0), n = x.dim(1), q = static_cast<std::int64_t>(groups.size());
+  std::vector<Group> host(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) host[g] = {groups[g].first, groups[g].count};
+  std::vector<double> sums(static_cast<std::size_t>(rows * q));
+  if (rows == 0 || q == 0) return sums;
+  cuda::Stream stream;
+  const cudaStream_t s = stream.get();
+  cuda::StreamScratch d_groups(q * static_cast<std::int64_t>(sizeof(Group)), s);
+  cuda::StreamScratch d_sums(rows * q * static_cast<std::int64_t>(sizeof(double)), s);
+  HS_CUDA_CHECK(cudaMemcpyAsync(d_groups.get(), host.data(), host.size() * sizeof(Group),
+                                cudaMemcpyHostToDevice, s));
+  group_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+      x.data_as<float>(), n, d_groups.as<Group>(), static_cast<int>(q), d_sums.as<double>());
+  HS_CHECK_LAUNCH();
+  HS_CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_sums.get(), sums.size() * sizeof(double),
+                                cudaMemcpyDeviceToHost, s));
+  stream.synchronize();
+  return sums;
+}
+
+void subtract_rank_update_cuda(Array& x, std::int64_t rows, const std::vector<double>& p,
+                               std::int64_t w_row, std::int64_t q) {
+  check_groups(static_cast<std::size_t>(q));
+  const std::int64_t n = x.dim(1);
+  if (rows == 0 || q == 0) return;
+  cuda::Stream stream;
+  const cudaStream_t s = stream.get();
+  cuda::StreamScratch d_p(rows * q * static_cast<std::int64_t>(sizeof(double)), s);
+  HS_CUDA_CHECK(
+      cudaMemcpyAsync(d_p.get(), p.data(), p.size() * sizeof(double), cudaMemcpyHostToDevice, s));
+  float* data = x.data_as<float>();
+  rank_update_kernel<<<cuda::grid_blocks(rows * n, kThreads, 8), kThreads, 0, s>>>(
+      data, rows, n, d_p.as<double>(), static_cast<int>(q), data + w_row * n);
+  HS_CHECK_LAUNCH();
+  stream.synchronize();
+}
+
+}  // namespace halfscope::ao::detail

@@ -1,0 +1,273 @@
+// GPU triangular solves with a tile Cholesky factor (src/linalg/solve_cuda.hpp): X A = B with
+// A = L L^T, B r x n row-major = B' (n x r column-major, ld n).
+//
+// Forward, L Y' = B', step k: strsm of block row k (W_k = L_kk^-1 B'_k), W_k converted once into
+// the formats its consumers use, panel tiles (i, k) converted once likewise, then
+// B'_i -= L_ik W_k for i > k as strided-batched GEMMs over runs of equal variants (A stride nb^2,
+// B stride 0, C stride nb rows of B'). Backward, L^T X' = Y', step k from the last: strsm with
+// L_kk^T (Z_k), then W_i -= L_ki^T Z_k for i < k: the row tiles (k, i) are gathered into one
+// packed buffer per low-precision format so they batch the same way; SP reads them in place, one
+// GEMM per tile. HP2 / HP3 / DP, which round or widen C, run one tile at a time. One stream: each
+// step needs the previous one, and every GEMM spans all r right-hand sides. Overflow flags stay
+// on the device and are read once at the end.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "halfscope/core/cublas.hpp"
+#include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/error.hpp"
+#include "linalg/solve_cuda.hpp"
+#include "linalg/tile_cuda.hpp"
+
+namespace halfscope::linalg::detail {
+namespace {
+
+constexpr int kFormats = 5;
+
+struct Solver {
+  const TileMatrix& l;
+  const std::vector<GemmVariant>& variants;
+  cudaStream_t s = nullptr;
+  cublasHandle_t h = nullptr;
+  std::int64_t nt = 0, nb = 0, n = 0, r = 0;
+  const float* base = nullptr;
+  float* b = nullptr;
+  void* tiles[kFormats] = {};  // converted tiles of L (a panel, or a gathered tile row)
+  void* block[kFormats] = {};  // converted solved block W_k / Z_k (nb x r, packed)
+  void* c_scratch[kFormats] = {};
+  FailureCode* flag = nullptr;
+
+  [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
+    return variants[static_cast<std::size_t>(i * nt + j)];
+  }
+  [[nodiscard]] const float* tile(std::int64_t i, std::int64_t j) const {
+    return base + l.layout.tile_offset(i, j);
+  }
+  [[nodiscard]] std::int64_t height(std::int64_t i) const { return l.layout.tile_height(i); }
+  [[nodiscard]] const void* at(int f, std::int64_t elems) const {
+    return static_cast<const char*>(tiles[f]) + elems * format_bytes(static_cast<OperandFormat>(f));
+  }
+
+  // Converts solved block k (rows of B') into every format in `formats`.
+  void convert_block(std::int64_t k, std::int64_t step, const std::vector<bool>& formats) const {
+    for (int f = 1; f < kFormats; ++f) {
+      if (!formats[static_cast<std::size_t>(f)]) continue;
+      BlockSet set;
+      set.base = b + k * nb, set.count = 1, set.rows = height(k), set.last_rows = height(k);
+      set.cols = r, set.src_ld = n,
+      set.tag_base = failure_code(step, FailureKind::operand, true, k, k);
+      convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), block[f], flag, s);
+    }
+  }
+
+  // C (rows x r, ld n, in B') -= op(A) W for one tile of L in a C-rounding variant (HP2, HP3,
+  // DP); `g` has A, B and the sizes filled in.
+  void gemm_rounding_c(GemmVariant v, GemmBatch g, std::int64_t step, std::int64_t ti,
+                       std::int64_t tj) const {
+    float* c = static_cast<float*>(g.c);
+    BlockSet cset;
+    cset.base = c, cset.count = 1, cset.rows = g.m, cset.last_rows = g.m, cset.cols = r;
+    cset.src_ld = n, cset.dst_ld = v == GemmVariant::HP2 ? n : 0;
+    cset.tag_base = failure_code(step, FailureKind::c_entry, false, ti, tj);
+    const FailureCode result = failure_code(step, FailureKind::result, false, ti, tj);
+    if (v == GemmVariant::HP2) {
+      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, s);
+      gemm_batched(h, v, g);
+      cset.tag_base = result;
+      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, s);
+      return;
+    }
+    const OperandFormat cf = c_format(v);
+    void* scratch = c_scratch[static_cast<int>(cf)];
+    convert_blocks(cset, rounding_for(cf), scratch, flag, s);
+    g.c = scratch, g.ldc = g.m;
+    gemm_batched(h, v, g);
+    convert_back(scratch, v == GemmVariant::HP3, g.m * r, g.m * r, g.m, c, n, result, 0, flag, s);
+  }
+
+  // Runs a batch, or tile by tile for the C-rounding variants (A advancing by stride_a, C by nb
+  // rows; tile rows ti0 + t, column tj, or transposed for the backward pass).
+  void run(GemmVariant v, GemmBatch g, std::int64_t step, std::int64_t ti0, std::int64_t tj,
+           bool transposed) const {
+    if (v != GemmVariant::HP2 && v != GemmVariant::HP3 && v != GemmVariant::DP)
+      return gemm_batched(h, v, g);
+    const std::int64_t count = g.batch;
+    const auto bytes = format_bytes(operand_format(v));
+    for (std::int64_t t = 0; t < count; ++t) {
+      GemmBatch one = g;
+      one.batch = 1;
+      one.a = static_cast<const char*>(g.a) + t * g.stride_a * bytes;
+      one.c = static_cast<float*>(g.c) + t * g.stride_c;
+      const std::int64_t ti = transposed ? tj : ti0 + t, tj2 = transposed ? ti0 + t : tj;
+      gemm_rounding_c(v, one, step, ti, tj2);
+    }
+  }
+
+  void forward(std::int64_t k) const {
+    const float one = 1.0f;
+    const std::int64_t hk = height(k);
+    HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                                CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
+                                &one, tile(k, k), static_cast<int>(hk), b + k * nb,
+                                static_cast<int>(n)));
+    if (k + 1 >= nt) return;
+    std::vector<bool> formats(kFormats, false);
+    for (std::int64_t i = k + 1; i < nt; ++i)
+      formats[static_cast<std::size_t>(operand_format(variant(i, k)))] = true;
+    convert_block(k, k, formats);
+    for (int f = 1; f < kFormats; ++f) {
+      if (!formats[static_cast<std::size_t>(f)]) continue;
+      // Tiles (i, k) whose variant reads format f, converted; the others skipped (tag 0).
+      std::vector<FailureCode> tags;
+      for (std::int64_t i = k + 1; i < nt; ++i)
+        tags.push_back(static_cast<int>(operand_format(variant(i, k))) == f
+                           ? failure_code(k, FailureKind::operand, false, i, k)
+                           : 0);
+      cuda::StreamScratch dev_tags(static_cast<std::int64_t>(tags.size() * sizeof(FailureCode)), s);
+      HS_CUDA_CHECK(cudaMemcpyAsync(dev_tags.get(), tags.data(), tags.size() * sizeof(FailureCode),
+                                    cudaMemcpyHostToDevice, s));
+      BlockSet set;
+      set.base = base, set.first = l.layout.tile_offset(k + 1, k), set.stride = nb * nb;
+      set.count = nt - k - 1, set.rows = nb, set.last_rows = height(nt - 1), set.cols = nb;
+      set.dst_stride = nb * nb, set.tags = dev_tags.as<FailureCode>();
+      convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
+    }
+    for (std::int64_t i = k + 1; i < nt;) {
+      std::int64_t end = i + 1;
+      if (height(i) == nb)
+        while (end < nt && height(end) == nb && variant(end, k) == variant(i, k)) ++end;
+      const GemmVariant v = variant(i, k);
+      const int f = static_cast<int>(operand_format(v));
+      GemmBatch g;
+      g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_N, g.m = height(i), g.n = r, g.k = nb;
+      g.a = f == 0 ? static_cast<const void*>(tile(i, k)) : at(f, (i - k - 1) * nb * nb);
+      g.lda = height(i), g.stride_a = nb * nb;
+      g.b = f == 0 ? static_cast<const void*>(b + k * nb) : block[f];
+      g.ldb = f == 0 ? n : nb, g.stride_b = 0;
+      g.c = b + i * nb, g.ldc = n, g.stride_c = nb, g.batch = end - i;
+      run(v, g, k, i, k, false);
+      i = end;
+    }
+  }
+
+  void backward(std::int64_t k, const std::int64_t* dev_offsets) const {
+    const float one = 1.0f;
+    const std::int64_t hk = height(k), step = 2 * nt - 1 - k;  // after every forward step
+    HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
+                                CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
+                                &one, tile(k, k), static_cast<int>(hk), b + k * nb,
+                                static_cast<int>(n)));
+    if (k == 0) return;
+    std::vector<bool> formats(kFormats, false);
+    for (std::int64_t i = 0; i < k; ++i)
+      formats[static_cast<std::size_t>(operand_format(variant(k, i)))] = true;
+    convert_block(k, step, formats);
+    for (int f = 1; f < kFormats; ++f) {
+      if (!formats[static_cast<std::size_t>(f)]) continue;
+      std::vector<FailureCode> tags;
+      for (std::int64_t i = 0; i < k; ++i)
+        tags.push_back(static_cast<int>(operand_format(variant(k, i))) == f
+                           ? failure_code(step, FailureKind::operand, false, k, i)
+                           : 0);
+      cuda::StreamScratch dev_tags(static_cast<std::int64_t>(tags.size() * sizeof(FailureCode)), s);
+      HS_CUDA_CHECK(cudaMemcpyAsync(dev_tags.get(), tags.data(), tags.size() * sizeof(FailureCode),
+                                    cudaMemcpyHostToDevice, s));
+      BlockSet set;  // the tiles (k, 0 .. k - 1), packed one after the other
+      set.base = base, set.offsets = dev_offsets + k * nt, set.count = k, set.rows = hk;
+      set.last_rows = hk, set.cols = nb, set.dst_stride = hk * nb,
+      set.tags = dev_tags.as<FailureCode>();
+      convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
+    }
+    for (std::int64_t i = 0; i < k;) {
+      const GemmVariant v = variant(k, i);
+      const int f = static_cast<int>(operand_format(v));
+      std::int64_t end = i + 1;
+      // In-place FP32 tiles of a row are not evenly spaced: one GEMM each.
+      if (f != 0)
+        while (end < k && variant(k, end) == v) ++end;
+      GemmBatch g;
+      g.op_a = CUBLAS_OP_T, g.op_b = CUBLAS_OP_N, g.m = nb, g.n = r, g.k = hk;
+      g.a = f == 0 ? static_cast<const void*>(tile(k, i)) : at(f, i * hk * nb);
+      g.lda = hk, g.stride_a = hk * nb;
+      g.b = f == 0 ? static_cast<const void*>(b + k * nb) : block[f];
+      g.ldb = f == 0 ? n : hk, g.stride_b = 0;
+      g.c = b + i * nb, g.ldc = n, g.stride_c = nb, g.batch = end - i;
+      run(v, g, step, i, k, true);
+      i = end;
+    }
+  }
+};
+
+}  // namespace
+
+void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants) {
+  cuda::Stream stream;
+  cuda::CublasHandle handle;
+  HS_CUBLAS_CHECK(cublasSetStream(handle.get(), stream.get()));
+  Solver sv{l, variants, stream.get(), handle.get()};
+  sv.nt = l.layout.tile_rows(), sv.nb = l.layout.tile_size(), sv.n = l.layout.rows();
+  sv.r = b.size() / sv.n;
+  sv.base = l.storage.data_as<float>();
+  sv.b = b.data_as<float>();
+  const cudaStream_t s = stream.get();
+  bool used[kFormats] = {};
+  for (std::int64_t j = 0; j < sv.nt; ++j)
+    for (std::int64_t i = j + 1; i < sv.nt; ++i)
+      used[static_cast<int>(operand_format(sv.variant(i, j)))] = true;
+  std::vector<std::unique_ptr<cuda::StreamScratch>> scratch;
+  auto take = [&](std::int64_t bytes) {
+    scratch.push_back(std::make_unique<cuda::StreamScratch>(bytes, s));
+    return scratch.back()->get();
+  };
+  for (int f = 1; f < kFormats; ++f) {
+    if (!used[f]) continue;
+    const std::int64_t bytes = format_bytes(static_cast<OperandFormat>(f));
+    sv.tiles[f] = take(sv.n * sv.nb * bytes);
+    sv.block[f] = take(sv.nb * sv.r * bytes);
+  }
+  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP})
+    if (std::find(variants.begin(), variants.end(), v) != variants.end())
+      sv.c_scratch[static_cast<int>(c_format(v))] = take(sv.nb * sv.r * format_bytes(c_format(v)));
+  sv.flag = static_cast<FailureCode*>(take(sizeof(FailureCode)));
+  HS_CUDA_CHECK(cudaMemsetAsync(sv.flag, 0xff, sizeof(FailureCode), s));
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(sv.nt * sv.nt), 0);
+  for (std::int64_t k = 0; k < sv.nt; ++k)
+    for (std::int64_t i = 0; i <= k; ++i)
+      offsets[static_cast<std::size_t>(k * sv.nt + i)] = l.layout.tile_offset(k, i);
+  auto* dev_offsets = static_cast<std::int64_t*>(
+      take(static_cast<std::int64_t>(offsets.size() * sizeof(std::int64_t))));
+  HS_CUDA_CHECK(cudaMemcpyAsync(dev_offsets, offsets.data(), offsets.size() * sizeof(std::int64_t),
+                                cudaMemcpyHostToDevice, s));
+  for (std::int64_t k = 0; k < sv.nt; ++k) sv.forward(k);
+  for (std::int64_t k = sv.nt - 1; k >= 0; --k) sv.backward(k, dev_offsets);
+  FailureCode code = kNoFailure;
+  HS_CUDA_CHECK(cudaMemcpyAsync(&code, sv.flag, sizeof(FailureCode), cudaMemcpyDeviceToHost, s));
+  stream.synchronize();
+  if (code == kNoFailure) return;
+  const DecodedFailure d = decode_failure(code);
+  const std::string v(gemm_variant_name(sv.variant(d.ti, d.tj)));
+  const std::string pass = d.step < sv.nt ? "forward" : "backward";
+  std::string what = d.kind == FailureKind::operand
+                         ? (d.second ? "an entry of the solved block " + std::to_string(d.ti)
+                                     : "an entry of tile " + tile_text(d.ti, d.tj) + " of L")
+                     : d.kind == FailureKind::c_entry
+                         ? std::string("an entry of the right-hand sides")
+                         : std::string("an FP16 result entry");
+  if (d.second) {
+    throw NumericalError("solve_right (" + pass + " substitution): " + what +
+                         " does not fit the FP16 / TF32 / BF16 format its GEMMs use (FP16 holds "
+                         "|x| <= 65504); use a higher-precision solve policy");
+  }
+  throw NumericalError("solve_right (" + pass + " substitution), GEMM " + v + " with tile " +
+                       tile_text(d.ti, d.tj) + " of L: " + what +
+                       " does not fit the variant's format (FP16 holds |x| <= 65504); use a "
+                       "higher-precision solve policy");
+}
+
+}  // namespace halfscope::linalg::detail

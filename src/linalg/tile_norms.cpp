@@ -1,0 +1,92 @@
+// Tile norms and the policy's choice per tile (src/linalg/tile_norms.hpp), for host and device
+// tile matrices.
+#include "linalg/tile_norms.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#include "linalg/tile_cuda.hpp"
+#endif
+
+namespace halfscope::linalg::detail {
+namespace {
+
+// Frobenius norm of stored host tile (i, j), FP64 sums.
+double host_tile_norm(const TileMatrix& a, std::int64_t i, std::int64_t j) {
+  const float* t = a.storage.data_as<float>() + a.layout.tile_offset(i, j);
+  const std::int64_t count = a.layout.tile_height(i) * a.layout.tile_width(j);
+  double sum = 0.0;
+  for (std::int64_t x = 0; x < count; ++x) sum += static_cast<double>(t[x]) * t[x];
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+std::vector<double> tile_norms(const TileMatrix& a) {
+  if (a.dtype() != DType::f32)
+    throw InvalidInput("tile_norms: expected float32 tiles, found " +
+                       std::string(dtype_name(a.dtype())));
+  const TileLayout& layout = a.layout;
+  const std::int64_t nt = layout.tile_rows(), ntc = layout.tile_cols();
+  std::vector<double> norms(static_cast<std::size_t>(nt * ntc), 0.0);
+  if (a.storage.on_device()) {
+#if HALFSCOPE_WITH_CUDA
+    std::vector<std::int64_t> offsets, elems, index;
+    for (std::int64_t j = 0; j < ntc; ++j)
+      for (std::int64_t i = 0; i < nt; ++i)
+        if (layout.stored(i, j)) {
+          offsets.push_back(layout.tile_offset(i, j));
+          elems.push_back(layout.tile_height(i) * layout.tile_width(j));
+          index.push_back(i * ntc + j);
+        }
+    std::vector<double> packed(offsets.size());
+    cuda::Stream stream;
+    tile_norms_cuda(a.storage.data_as<float>(), offsets.data(), elems.data(),
+                    static_cast<std::int64_t>(offsets.size()), packed.data(), stream.get());
+    for (std::size_t t = 0; t < packed.size(); ++t)
+      norms[static_cast<std::size_t>(index[t])] = packed[t];
+    return norms;
+#else
+    throw Unsupported("tile_norms: device memory in a build without CUDA");
+#endif
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t j = 0; j < ntc; ++j)
+    for (std::int64_t i = 0; i < nt; ++i)
+      if (layout.stored(i, j))
+        norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
+  return norms;
+}
+
+double matrix_norm(const TileMatrix& a, const std::vector<double>& norms) {
+  const std::int64_t nt = a.layout.tile_rows(), ntc = a.layout.tile_cols();
+  const bool lower = a.layout.fill() == TileFill::lower;
+  double total = 0.0;
+  // Column by column, top to bottom: the order the CPU factorization always summed in.
+  for (std::int64_t j = 0; j < ntc; ++j)
+    for (std::int64_t i = 0; i < nt; ++i) {
+      if (!a.layout.stored(i, j)) continue;
+      const double n = norms[static_cast<std::size_t>(i * ntc + j)];
+      total += (lower && i != j ? 2.0 : 1.0) * n * n;
+    }
+  return std::sqrt(total);
+}
+
+std::vector<GemmVariant> choose_variants(const TileMatrix& a, const std::vector<double>& norms,
+                                         const Policy& policy) {
+  const std::int64_t nt = a.layout.tile_rows();
+  const double total = matrix_norm(a, norms);
+  std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::SP);
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i)
+      variants[static_cast<std::size_t>(i * nt + j)] =
+          policy(TileQuery{i, j, norms[static_cast<std::size_t>(i * nt + j)], total, nt});
+  return variants;
+}
+
+}  // namespace halfscope::linalg::detail

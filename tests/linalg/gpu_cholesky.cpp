@@ -1,0 +1,239 @@
+// GPU tile Cholesky (cholesky_tiles on device storage, src/linalg/cholesky_cuda.cu) against
+// LAPACK in double and against the CPU emulation of every variant.
+//
+// Same matrix and bounds as test_cholesky.cpp: KMS A_ij = s rho^|i-j|, rho = e^-1/32,
+// kappa_2(A) < 64. Backward error ||L L^T - A||_F / ||A||_F <= e trace(A) / ||A||_F with
+// e = gamma_{n+1}(2^-24) + the largest variant term in use (input, C and output roundings plus
+// gamma_n of the accumulation); forward error vs LAPACKE_dpotrf <= 2 kappa e trace / ||A||.
+// GPU vs CPU: both factor the same FP32 input with the same input roundings and differ only in
+// summation order, and each is within the forward bound of the exact factor, so
+// ||L_gpu - L_cpu|| / ||L|| <= 2 (2 kappa e trace / ||A||) by the triangle inequality.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/linalg/cholesky.hpp"
+#include "test_support.hpp"
+
+#if HALFSCOPE_HAS_LAPACKE
+#include <lapacke.h>
+#endif
+
+namespace halfscope::linalg {
+namespace {
+
+const double kRho = std::exp(-1.0 / 32.0);
+const double kKappaBound = (1 + kRho) / (1 - kRho);
+
+std::vector<double> kms(std::int64_t n, double scale) {
+  std::vector<double> a(static_cast<std::size_t>(n * n));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      a[static_cast<std::size_t>(i * n + j)] =
+          scale * std::pow(kRho, static_cast<double>(std::abs(i - j)));
+  return a;
+}
+
+TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb, Memory m) {
+  return TileMatrix::from_dense(Array::from_values<double>(dense, {n, n}), nb, TileFill::lower,
+                                DType::f32, m);
+}
+
+double gamma(std::int64_t n, double u) {
+  return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+
+// Variant term e_v, as in test_cholesky.cpp.
+double variant_term(GemmVariant v, std::int64_t n) {
+  const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
+  switch (v) {
+    case GemmVariant::DP:
+      return u32 + gamma(n, std::ldexp(1.0, -53));
+    case GemmVariant::SP:
+      return gamma(n, u32);
+    case GemmVariant::TF32:
+    case GemmVariant::HP1:
+      return 2 * u16 + gamma(n, u32);
+    case GemmVariant::HP2:
+      return 4 * u16 + gamma(n, u32);
+    case GemmVariant::HP3:
+      return 3 * u16 + gamma(n, u16);
+    case GemmVariant::BF16:
+      return 2 * std::ldexp(1.0, -8) + gamma(n, u32);
+  }
+  return 1.0;
+}
+
+// Lower triangle of a factored tile matrix, dense row-major FP64 (zeros above).
+std::vector<double> lower_of(const TileMatrix& t) {
+  const std::int64_t n = t.layout.rows();
+  const Array d = t.to_dense();
+  std::vector<double> l(static_cast<std::size_t>(n * n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j)
+      l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
+  return l;
+}
+
+double rel_diff(const std::vector<double>& x, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    num += (x[k] - ref[k]) * (x[k] - ref[k]);
+    den += ref[k] * ref[k];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Measured {
+  double backward = 0.0, bound = 0.0, forward = -1.0;
+  std::vector<double> l;
+  CholeskyReport report;
+};
+
+Measured factor_on_gpu(const std::vector<double>& dense, std::int64_t n, std::int64_t nb,
+                       const CholeskyOptions& opts) {
+  TileMatrix t = tiled(dense, n, nb, Memory::device);
+  std::vector<double> a(static_cast<std::size_t>(n * n));
+  for (std::size_t x = 0; x < a.size(); ++x) a[x] = static_cast<float>(dense[x]);
+  Measured m;
+  m.report = cholesky_tiles(t, opts);
+  m.l = lower_of(t);
+  double num = 0.0, den = 0.0, trace = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    trace += a[static_cast<std::size_t>(i * n + i)];
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (std::int64_t p = 0; p <= std::min(i, j); ++p)
+        s += m.l[static_cast<std::size_t>(i * n + p)] * m.l[static_cast<std::size_t>(j * n + p)];
+      const double aij = a[static_cast<std::size_t>(i * n + j)];
+      num += (s - aij) * (s - aij);
+      den += aij * aij;
+    }
+  }
+  m.backward = std::sqrt(num / den);
+  double used = 0.0;
+  for (const GemmVariant v : all_gemm_variants())
+    if (m.report.count(v) > 0) used = std::max(used, variant_term(v, n));
+  m.bound = (gamma(n + 1, std::ldexp(1.0, -24)) + used) * trace / std::sqrt(den);
+#if HALFSCOPE_HAS_LAPACKE
+  std::vector<double> ref = a;
+  EXPECT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), ref.data(),
+                           static_cast<lapack_int>(n)),
+            0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = i + 1; j < n; ++j) ref[static_cast<std::size_t>(i * n + j)] = 0.0;
+  m.forward = rel_diff(m.l, ref);
+#endif
+  return m;
+}
+
+class GpuCholeskyPolicyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuCholeskyPolicyTest, MatchesLapackAndCpuEmulation) {
+  HS_REQUIRE_GPU();
+  struct Case {
+    std::int64_t n, nb;
+  };
+  for (const Case c : {Case{300, 64}, Case{256, 64}, Case{50, 64}, Case{1, 8}, Case{97, 7}}) {
+    CholeskyOptions opts;
+    opts.policy = parse_policy(GetParam());
+    const std::vector<double> a = kms(c.n, 1.0);
+    const Measured m = factor_on_gpu(a, c.n, c.nb, opts);
+    EXPECT_LE(m.backward, m.bound) << GetParam() << " n=" << c.n << " nb=" << c.nb;
+    if (m.forward >= 0) {
+      EXPECT_LE(m.forward, 2 * kKappaBound * m.bound) << GetParam();
+    }
+    // The CPU path on the same input: same tile counts, factors within the summation-order bound.
+    TileMatrix host = tiled(a, c.n, c.nb, Memory::host);
+    const CholeskyReport cpu = cholesky_tiles(host, opts);
+    EXPECT_EQ(m.report.tiles, cpu.tiles) << GetParam();
+    const double diff = rel_diff(m.l, lower_of(host));
+    EXPECT_LE(diff, 4 * kKappaBound * m.bound) << GetParam() << " n=" << c.n;
+    const std::int64_t nt = (c.n + c.nb - 1) / c.nb;
+    std::int64_t total = 0;
+    for (const std::int64_t t : m.report.tiles) total += t;
+    EXPECT_EQ(total, nt * (nt - 1) / 2);
+    EXPECT_EQ(m.report.attempts, 1);
+    if (c.n == 300)
+      std::cout << "[measured gpu] " << GetParam() << " n=300 nb=64 backward " << m.backward
+                << " (bound " << m.bound << ") forward " << m.forward << " gpu-cpu " << diff
+                << " workspace " << m.report.workspace_bytes << " B\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BuiltIns, GpuCholeskyPolicyTest,
+                         ::testing::Values("uniform:DP", "uniform:SP", "uniform:TF32",
+                                           "uniform:HP1", "uniform:HP2", "uniform:HP3",
+                                           "uniform:BF16", "band:SP=2,HP1=rest",
+                                           "band:SP=1,HP3=rest", "adaptive:tol=1e-6",
+                                           "adaptive:tol=1e-3"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name;
+                           for (const char ch : param_info.param)
+                             name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
+
+TEST(GpuCholesky, LowPrecisionIsLessAccurateThanSP) {
+  HS_REQUIRE_GPU();
+  // A policy silently ignored on the GPU would give SP accuracy; HP1 must cost (CPU: 30x).
+  CholeskyOptions sp, hp1;
+  hp1.policy = parse_policy("uniform:HP1");
+  const std::vector<double> a = kms(300, 1.0);
+  EXPECT_GT(factor_on_gpu(a, 300, 64, hp1).backward, 4 * factor_on_gpu(a, 300, 64, sp).backward);
+}
+
+TEST(GpuCholesky, NotPositiveDefiniteNamesTileAndPolicy) {
+  HS_REQUIRE_GPU();
+  std::vector<double> a = kms(300, 1.0);
+  a[static_cast<std::size_t>(200 * 300 + 200)] = -1.0;  // minors of order <= 200 stay SPD
+  for (const bool recover : {false, true}) {
+    CholeskyOptions opts;
+    opts.policy = parse_policy("band:SP=1,HP1=rest");
+    opts.recover = recover;
+    TileMatrix t = tiled(a, 300, 64, Memory::device);
+    try {
+      (void)cholesky_tiles(t, opts);
+      ADD_FAILURE() << "no NotPositiveDefinite";
+    } catch (const NotPositiveDefinite& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("tile (3, 3)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("leading minor of order 201"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("band:SP=1,HP1=rest"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(GpuCholesky, RecoverFinishesFailingHp3Run) {
+  HS_REQUIRE_GPU();
+  // Scale 1e5: C entries exceed 65504, so HP3 (FP16 C) overflows; HP1 (FP32 C) works.
+  const std::int64_t n = 300, nb = 64;
+  const std::vector<double> a = kms(n, 1e5);
+  CholeskyOptions opts;
+  opts.policy = parse_policy("uniform:HP3");
+  TileMatrix t = tiled(a, n, nb, Memory::device);
+  try {
+    (void)cholesky_tiles(t, opts);
+    ADD_FAILURE() << "no NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("GEMM HP3 updating tile ("), std::string::npos)
+        << e.what();
+  }
+  opts.recover = true;
+  const Measured m = factor_on_gpu(a, n, nb, opts);
+  EXPECT_GT(m.report.attempts, 1);
+  EXPECT_EQ(static_cast<std::int64_t>(m.report.recoveries.size()), m.report.attempts - 1);
+  EXPECT_NE(m.report.recoveries.front().find("HP3->HP2"), std::string::npos);
+  EXPECT_EQ(m.report.count(GemmVariant::SP), 0);
+  EXPECT_GT(m.report.count(GemmVariant::HP1), 0);
+  EXPECT_LE(m.backward, m.bound);
+  std::cout << "[measured gpu] recovered uniform:HP3 scale 1e5: attempts " << m.report.attempts
+            << " backward " << m.backward << " (bound " << m.bound << ")\n";
+}
+
+}  // namespace
+}  // namespace halfscope::linalg

@@ -1,0 +1,152 @@
+// GPU triangular solves (detail::solve_right_cuda, src/linalg/solve_cuda.cu) against an FP64
+// LAPACK solve of the same FP32 matrix.
+//
+// X A = B with A = L L^T the KMS matrix of gpu_cholesky.cpp (kappa_2(A) < 64). The factor has
+// backward error e_f = (gamma_{n+1}(2^-24) + e_v) trace(A) / ||A||_F (test_cholesky.cpp) and each
+// triangular solve with the same GEMM variant the same first-order term (Higham Thm 8.5 with the
+// variant's input and accumulation roundings), so the relative forward error of X is at most
+// kappa (3 e_f) to first order; a factor 2 covers the second-order terms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/linalg/cholesky.hpp"
+#include "linalg/solve_cuda.hpp"
+#include "test_support.hpp"
+
+#if HALFSCOPE_HAS_LAPACKE
+#include <lapacke.h>
+#endif
+
+namespace halfscope::linalg {
+namespace {
+
+const double kRho = std::exp(-1.0 / 32.0);
+const double kKappaBound = (1 + kRho) / (1 - kRho);
+
+double gamma(std::int64_t n, double u) {
+  return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+
+double variant_term(GemmVariant v, std::int64_t n) {
+  const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
+  switch (v) {
+    case GemmVariant::DP:
+      return u32 + gamma(n, std::ldexp(1.0, -53));
+    case GemmVariant::SP:
+      return gamma(n, u32);
+    case GemmVariant::TF32:
+    case GemmVariant::HP1:
+      return 2 * u16 + gamma(n, u32);
+    case GemmVariant::HP2:
+      return 4 * u16 + gamma(n, u32);
+    case GemmVariant::HP3:
+      return 3 * u16 + gamma(n, u16);
+    case GemmVariant::BF16:
+      return 2 * std::ldexp(1.0, -8) + gamma(n, u32);
+  }
+  return 1.0;
+}
+
+struct Problem {
+  std::int64_t n, nb, r;
+  std::vector<float> a;  // FP32 matrix, row-major
+  std::vector<float> b;  // r x n
+  TileMatrix l;          // device factor, uniform:SP
+};
+
+Problem make_problem(std::int64_t n, std::int64_t nb, std::int64_t r, float b_scale) {
+  Problem p{n, nb, r, {}, {}, {}};
+  std::vector<double> a(static_cast<std::size_t>(n * n));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      a[static_cast<std::size_t>(i * n + j)] = std::pow(kRho, static_cast<double>(std::abs(i - j)));
+  p.a.assign(a.begin(), a.end());
+  p.b = test::random_floats(r * n, -b_scale, b_scale, 42);
+  p.l = TileMatrix::from_dense(Array::from_values<double>(a, {n, n}), nb, TileFill::lower,
+                               DType::f32, Memory::device);
+  (void)cholesky_tiles(p.l, CholeskyOptions{});
+  return p;
+}
+
+class GpuSolveTest : public ::testing::TestWithParam<GemmVariant> {};
+
+TEST_P(GpuSolveTest, MatchesFp64Solve) {
+  HS_REQUIRE_GPU();
+#if !HALFSCOPE_HAS_LAPACKE
+  GTEST_SKIP() << "needs LAPACKE for the FP64 reference";
+#else
+  const GemmVariant v = GetParam();
+  struct Case {
+    std::int64_t n, nb, r;
+  };
+  for (const Case c : {Case{300, 64, 5}, Case{97, 7, 3}, Case{50, 64, 2}, Case{1, 8, 1}}) {
+    const Problem p = make_problem(c.n, c.nb, c.r, 1.0f);
+    const std::int64_t nt = p.l.layout.tile_rows();
+    const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), v);
+    Array b = Array::from_values<float>(p.b, {c.r, c.n}).to(Memory::device);
+    detail::solve_right_cuda(p.l, b, variants);
+    const Array x = b.to(Memory::host);
+    // Reference: A X^T = B^T in FP64 (A symmetric), row-major B^T is n x r.
+    std::vector<double> a(p.a.begin(), p.a.end()), bt(static_cast<std::size_t>(c.n * c.r));
+    for (std::int64_t q = 0; q < c.r; ++q)
+      for (std::int64_t i = 0; i < c.n; ++i)
+        bt[static_cast<std::size_t>(i * c.r + q)] = p.b[static_cast<std::size_t>(q * c.n + i)];
+    ASSERT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(c.n),
+                            static_cast<lapack_int>(c.r), a.data(), static_cast<lapack_int>(c.n),
+                            bt.data(), static_cast<lapack_int>(c.r)),
+              0);
+    double num = 0.0, den = 0.0, trace = 0.0, norm = 0.0;
+    for (std::int64_t q = 0; q < c.r; ++q)
+      for (std::int64_t i = 0; i < c.n; ++i) {
+        const double ref = bt[static_cast<std::size_t>(i * c.r + q)];
+        const double d = x.data_as<float>()[q * c.n + i] - ref;
+        num += d * d;
+        den += ref * ref;
+      }
+    for (std::int64_t i = 0; i < c.n; ++i) {
+      trace += p.a[static_cast<std::size_t>(i * c.n + i)];
+      for (std::int64_t j = 0; j < c.n; ++j)
+        norm += static_cast<double>(p.a[static_cast<std::size_t>(i * c.n + j)]) *
+                p.a[static_cast<std::size_t>(i * c.n + j)];
+    }
+    const double e =
+        (gamma(c.n + 1, std::ldexp(1.0, -24)) + variant_term(v, c.n)) * trace / std::sqrt(norm);
+    const double err = std::sqrt(num / den), bound = 2 * kKappaBound * 3 * e;
+    EXPECT_LE(err, bound) << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb;
+    if (c.n == 300)
+      std::cout << "[measured gpu solve] " << gemm_variant_name(v) << " n=300 nb=64 r=5 error "
+                << err << " (bound " << bound << ")\n";
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GpuSolveTest,
+                         ::testing::Values(GemmVariant::DP, GemmVariant::SP, GemmVariant::TF32,
+                                           GemmVariant::HP1, GemmVariant::HP2, GemmVariant::BF16),
+                         [](const ::testing::TestParamInfo<GemmVariant>& param_info) {
+                           return std::string(gemm_variant_name(param_info.param));
+                         });
+
+TEST(GpuSolve, Fp16OverflowOfSolvedBlockIsReported) {
+  HS_REQUIRE_GPU();
+  // Right-hand sides of size 1e6: the solved blocks exceed 65504, which HP1 GEMMs cannot read.
+  const Problem p = make_problem(300, 64, 2, 1e6f);
+  const std::int64_t nt = p.l.layout.tile_rows();
+  const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::HP1);
+  Array b = Array::from_values<float>(p.b, {2, 300}).to(Memory::device);
+  try {
+    detail::solve_right_cuda(p.l, b, variants);
+    ADD_FAILURE() << "no NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("forward substitution"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("solved block 0"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace halfscope::linalg

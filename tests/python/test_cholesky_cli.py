@@ -1,0 +1,192 @@
+"""`halfscope cholesky` against numpy.linalg.cholesky (LAPACK in FP64).
+
+Test matrix: the Kac-Murdock-Szego covariance A_ij = s rho^|i-j|, rho = e^-1/32, SPD with
+kappa_2(A) <= (1 + rho) / (1 - rho) < 64 (the matrix of tests/linalg/test_cholesky.cpp).
+Backward error bound (Higham Thm 10.3, first order): |L L^T - A| <= e |L||L^T|, e =
+gamma_{n+1}(2^-24) for the FP32 POTRF / TRSM / SYRK plus the largest per-variant GEMM term in use
+(2 u_in + u_c + u_out + gamma_n(u_acc)); || |L||L^T| ||_F <= ||L||_F^2 = trace(A), so
+||L L^T - A||_F / ||A||_F <= e trace(A) / ||A||_F. A is the FP32 rounding of the input (what is
+factored). Forward error ||L - L_64||_F / ||L_64||_F <= 2 kappa_2(A) (bound + u32) (first order
+plus the input rounding, a factor 2 of slack for second-order terms)."""
+import json
+import re
+
+import pytest
+
+np = pytest.importorskip("numpy")
+from ao_helpers import CLI, assert_bad_input, run  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
+
+U16, U32, U64 = 2.0 ** -11, 2.0 ** -24, 2.0 ** -53
+VARIANTS = ["DP", "SP", "TF32", "HP1", "HP2", "HP3", "BF16"]
+
+
+def gamma(n, u):
+    return n * u / (1 - n * u)
+
+
+def variant_term(v, n):
+    return {"DP": U32 + gamma(n, U64), "SP": gamma(n, U32), "TF32": 2 * U16 + gamma(n, U32),
+            "HP1": 2 * U16 + gamma(n, U32), "HP2": 4 * U16 + gamma(n, U32),
+            "HP3": 3 * U16 + gamma(n, U16), "BF16": 2 * 2.0 ** -8 + gamma(n, U32)}[v]
+
+
+def kms(n, scale=1.0, dtype=np.float64):
+    i = np.arange(n)
+    return (scale * np.exp(-np.abs(i[:, None] - i[None, :]) / 32.0)).astype(dtype)
+
+
+def factor(tmp_path, a, *args, name="A"):
+    src, out, report = tmp_path / f"{name}.npy", tmp_path / f"{name}-L.npy", tmp_path / f"{name}.json"
+    np.save(src, a)
+    res = run("--device", "cpu", "cholesky", src, "-o", out, "--report", report, *args)
+    return res, out, report
+
+
+def band_counts(nt, steps, rest):
+    """Off-diagonal tiles per variant of band:<steps>,<rest>=rest, counted by hand."""
+    counts = dict.fromkeys(VARIANTS, 0)
+    for j in range(nt):
+        for i in range(j + 1, nt):
+            d = i - j
+            counts[next((v for v, dmax in steps if d <= dmax), rest)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("policy,variants", [
+    ("uniform:SP", ["SP"]), ("uniform:DP", ["DP"]), ("uniform:TF32", ["TF32"]),
+    ("uniform:HP1", ["HP1"]), ("uniform:HP2", ["HP2"]), ("uniform:HP3", ["HP3"]),
+    ("uniform:BF16", ["BF16"]), ("band:SP=1,HP1=rest", ["SP", "HP1"]),
+    ("band:SP=1,HP3=rest", ["SP", "HP3"]), ("adaptive:tol=0.001", ["SP", "HP1", "BF16"]),
+])
+@pytest.mark.parametrize("n,nb", [(300, 64), (256, 64), (50, 64), (1, 8), (97, 7)])
+def test_policies_against_numpy(tmp_path, policy, variants, n, nb):
+    a = kms(n)
+    res, out, report = factor(tmp_path, a, "--policy", policy, "--tile", nb, "--check")
+    assert res.returncode == 0, res.stderr
+    L = np.load(out)
+    assert L.dtype == np.float32 and L.shape == (n, n)
+    assert not np.triu(L, 1).any(), "the upper triangle must be zero"
+    a32 = a.astype(np.float32).astype(np.float64)
+    L64 = L.astype(np.float64)
+    backward = np.linalg.norm(L64 @ L64.T - a32) / np.linalg.norm(a32)
+    bound = (gamma(n + 1, U32) + max(variant_term(v, n) for v in variants)) * \
+        np.trace(a32) / np.linalg.norm(a32)
+    assert backward <= bound, (backward, bound)
+    ref = np.linalg.cholesky(a)  # LAPACK dpotrf
+    forward = np.linalg.norm(L64 - ref) / np.linalg.norm(ref)
+    assert forward <= 2 * np.linalg.cond(a) * (bound + U32), forward
+    # The printed backward error is the same quantity, computed by halfscope in FP64.
+    printed = float(re.search(r"backward error .* = (\S+)", res.stdout).group(1))
+    assert printed == pytest.approx(backward, rel=1e-6, abs=1e-3 * U32)
+    r = json.loads(report.read_text())
+    nt = -(-n // nb)
+    assert sum(r["tiles"].values()) == nt * (nt - 1) // 2
+    assert r["policy"] == policy and r["n"] == n and r["tile"] == nb and r["attempts"] == 1
+    assert r["backward_error"] == pytest.approx(printed, rel=1e-8)
+    if policy.startswith("uniform:"):
+        assert r["tiles"][variants[0]] == nt * (nt - 1) // 2
+    if policy == "band:SP=1,HP1=rest":
+        assert r["tiles"] == band_counts(nt, [("SP", 1)], "HP1")
+
+
+def test_float32_input_and_default_tile(tmp_path):
+    a = kms(700, dtype=np.float32)  # 700 > 512: two tile rows with the CPU default tile
+    res, out, report = factor(tmp_path, a)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(report.read_text())["tile"] == 512
+    L = np.load(out).astype(np.float64)
+    ref = np.linalg.cholesky(a.astype(np.float64))
+    bound = 2 * gamma(701, U32) * np.trace(a.astype(np.float64)) / np.linalg.norm(a)
+    assert np.linalg.norm(L - ref) / np.linalg.norm(ref) <= 2 * np.linalg.cond(a) * (bound + U32)
+
+
+def test_not_positive_definite_names_tile_and_policy(tmp_path):
+    a = kms(300)
+    a[200, 200] = -1.0  # the leading minor of order 201 is the first that fails: tile (3, 3)
+    for extra in ([], ["--recover"]):
+        res, out, _ = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP1", *extra)
+        assert res.returncode == 1, res.stderr
+        assert "tile (3, 3)" in res.stderr and "uniform:HP1" in res.stderr, res.stderr
+        assert not out.exists() and not (tmp_path / "A.json").exists()
+
+
+def test_recover_finishes_a_failing_hp3_run(tmp_path):
+    a = kms(300, scale=1e5)  # entries above 65504: HP3's FP16 C overflows
+    res, out, _ = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP3")
+    assert res.returncode == 1 and "HP3" in res.stderr, res.stderr
+    assert not out.exists()
+    res, out, report = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP3", "--recover",
+                              "--check")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["attempts"] > 1 and len(r["recoveries"]) == r["attempts"] - 1
+    assert "recoveries %d" % len(r["recoveries"]) in res.stdout
+    L = np.load(out).astype(np.float64)
+    a32 = a.astype(np.float32).astype(np.float64)
+    bound = (gamma(301, U32) + variant_term("HP3", 300)) * np.trace(a32) / np.linalg.norm(a32)
+    assert np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32) <= bound
+
+
+@pytest.mark.parametrize("array,words", [
+    (np.ones((3, 4)), ["A.npy", "square", "[3, 4]"]),
+    (np.ones(5), ["A.npy", "square"]),
+    (np.arange(9, dtype=np.int32).reshape(3, 3), ["A.npy", "float32 or float64", "int32"]),
+])
+def test_bad_matrix_shapes(tmp_path, array, words):
+    res, out, _ = factor(tmp_path, array)
+    assert_bad_input(res, *words)
+    assert not out.exists()
+
+
+def test_asymmetric_matrix_names_the_entry(tmp_path):
+    a = kms(20)
+    a[7, 3] *= 1 + 1e-4  # relative asymmetry 1e-4 > 1e-6
+    res, out, _ = factor(tmp_path, a)
+    assert_bad_input(res, "A.npy", "symmetric", "A(7, 3)", "A(3, 7)")
+    assert not out.exists()
+    a = kms(20)
+    a[7, 3] *= 1 + 1e-8  # within 1e-6: accepted, the lower triangle is factored
+    res, _, _ = factor(tmp_path, a)
+    assert res.returncode == 0, res.stderr
+
+
+def test_bad_policy_and_output(tmp_path):
+    res, _, _ = factor(tmp_path, kms(10), "--policy", "uniform:HP9")
+    assert_bad_input(res, "HP9")
+    np.save(tmp_path / "B.npy", kms(10))
+    res = run("--device", "cpu", "cholesky", tmp_path / "B.npy", "-o", tmp_path / "L.txt")
+    assert_bad_input(res, ".npy", "L.txt")
+    res = run("--device", "cpu", "cholesky", tmp_path / "missing.npy", "-o", tmp_path / "L.npy")
+    assert res.returncode == 2 and "missing.npy" in res.stderr
+
+
+def test_bench_cholesky_json(tmp_path):
+    """`bench cholesky` on the check Cmm (CPU): schema, tile counts, and its FP64 backward error
+    within the bound above, with trace / ||A||_F taken from `ao covariance`'s own Cmm."""
+    out = tmp_path / "chol.json"
+    res = run("--device", "cpu", "bench", "cholesky", "--systems", "check", "--tile", 128,
+              "--repeats", 1, "--error-tiles", 0, "--policies", "uniform:SP;band:SP=1,HP1=rest",
+              "-o", out)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(out.read_text())
+    assert r["benchmark"] == "cholesky" and r["device"]["kind"] == "cpu"
+    cov = run("--device", "cpu", "ao", "covariance", "preset:check", "-o", tmp_path / "cov",
+              "--kinds", "cmm", "--dtype", "f32")
+    assert cov.returncode == 0, cov.stderr
+    a = np.load(tmp_path / "cov" / "cmm.npy").astype(np.float64)
+    n = a.shape[0]
+    assert [c["precision"] for c in r["cases"]] == ["uniform:SP", "band:SP=1,HP1=rest"]
+    for c, variants in zip(r["cases"], (["SP"], ["SP", "HP1"])):
+        p = c["params"]
+        assert p["n"] == n == 912 and p["tile"] == 128 and c["repeats"] == 1
+        assert p["error_tiles_checked"] == p["error_tiles_total"] == 36  # 8 tile rows: every tile
+        assert sum(p["tiles_" + v] for v in VARIANTS) == 28
+        bound = (gamma(n + 1, U32) + max(variant_term(v, n) for v in variants)) * \
+            np.trace(a) / np.linalg.norm(a)
+        assert 0 < c["error"]["backward"] <= bound
+        assert c["TFLOPs"] == pytest.approx(n ** 3 / 3 / (c["median_ms"] * 1e-3) / 1e12, rel=1e-6)
+    assert r["cases"][1]["params"]["tiles_SP"] == 7 and r["cases"][1]["params"]["tiles_HP1"] == 21
+    res = run("bench", "cholesky", "--sizes", "12345", "--device", "cpu")
+    assert_bad_input(res, "--sizes", "11152", "12345")

@@ -18,38 +18,12 @@
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/cusolver.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::ao::detail {
 
 namespace {
-
-// RAII cuSOLVER dense handle bound to a stream, with its 64-bit API parameter object. Creating a
-// handle costs milliseconds, which is nothing next to an FP64 factorisation of an AO-sized Cmm.
-class SolverHandle {
- public:
-  explicit SolverHandle(cudaStream_t stream) {
-    HS_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
-    cusolverStatus_t status = cusolverDnSetStream(handle_, stream);
-    if (status == CUSOLVER_STATUS_SUCCESS) status = cusolverDnCreateParams(&params_);
-    if (status != CUSOLVER_STATUS_SUCCESS) {
-      (void)cusolverDnDestroy(handle_);  // the destructor will not run: release here, then throw
-      HS_CUSOLVER_CHECK(status);
-    }
-  }
-  ~SolverHandle() {
-    (void)cusolverDnDestroyParams(params_);
-    (void)cusolverDnDestroy(handle_);
-  }
-  SolverHandle(const SolverHandle&) = delete;
-  SolverHandle& operator=(const SolverHandle&) = delete;
-  [[nodiscard]] cusolverDnHandle_t get() const noexcept { return handle_; }
-  [[nodiscard]] cusolverDnParams_t params() const noexcept { return params_; }
-
- private:
-  cusolverDnHandle_t handle_ = nullptr;
-  cusolverDnParams_t params_ = nullptr;
-};
 
 std::int64_t bytes_of(std::int64_t rows, std::int64_t cols) {
   return rows * cols * static_cast<std::int64_t>(sizeof(double));
@@ -66,7 +40,7 @@ void reconstructor_solve_cuda(const double* cmm, double* ctm_then_x, std::int64_
                               std::int64_t m) {
   cuda::Stream stream;
   const cudaStream_t s = stream.get();
-  SolverHandle solver(s);
+  cuda::CusolverHandle solver(s);
   cuda::StreamScratch a(bytes_of(n, n), s);
   cuda::StreamScratch b(bytes_of(m, n), s);
   cuda::StreamScratch info(sizeof(int), s);

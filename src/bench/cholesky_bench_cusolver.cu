@@ -16,6 +16,7 @@
 #include "bench/cholesky_bench_cuda.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/cusolver.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::bench::cholesky_detail {
@@ -26,33 +27,6 @@ std::int64_t used_bytes() {
   HS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   return static_cast<std::int64_t>(total - free);
 }
-
-// RAII cuSOLVER dense handle on a stream with its 64-bit API parameters (as in
-// src/ao/reconstructor_cuda.cu).
-class SolverHandle {
- public:
-  explicit SolverHandle(cudaStream_t stream) {
-    HS_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
-    cusolverStatus_t status = cusolverDnSetStream(handle_, stream);
-    if (status == CUSOLVER_STATUS_SUCCESS) status = cusolverDnCreateParams(&params_);
-    if (status != CUSOLVER_STATUS_SUCCESS) {
-      (void)cusolverDnDestroy(handle_);  // the destructor will not run: release here, then throw
-      HS_CUSOLVER_CHECK(status);
-    }
-  }
-  ~SolverHandle() {
-    (void)cusolverDnDestroyParams(params_);
-    (void)cusolverDnDestroy(handle_);
-  }
-  SolverHandle(const SolverHandle&) = delete;
-  SolverHandle& operator=(const SolverHandle&) = delete;
-  [[nodiscard]] cusolverDnHandle_t get() const noexcept { return handle_; }
-  [[nodiscard]] cusolverDnParams_t params() const noexcept { return params_; }
-
- private:
-  cusolverDnHandle_t handle_ = nullptr;
-  cusolverDnParams_t params_ = nullptr;
-};
 
 void check_square(const Array& a, const char* what) {
   if (!a.on_device() || a.ndim() != 2 || a.dim(0) != a.dim(1) || !a.is_c_contiguous() ||
@@ -73,8 +47,8 @@ void check_info(int info, const char* routine, std::int64_t n) {
 }
 
 // Xpotrf on `a` (n x n, ld n) between the events of `timer`; returns its milliseconds.
-double potrf(SolverHandle& solver, cudaStream_t s, void* a, std::int64_t n, cudaDataType type,
-             const char* routine) {
+double potrf(cuda::CusolverHandle& solver, cudaStream_t s, void* a, std::int64_t n,
+             cudaDataType type, const char* routine) {
   std::size_t device_bytes = 0, host_bytes = 0;
   HS_CUSOLVER_CHECK(cusolverDnXpotrf_bufferSize(solver.get(), solver.params(),
                                                 CUBLAS_FILL_MODE_LOWER, n, type, a, n, type,
@@ -136,7 +110,7 @@ std::int64_t device_free_bytes() {
 double cusolver_potrf_ms(Array& dense) {
   check_square(dense, "cusolver_potrf_ms");
   cuda::Stream stream;
-  SolverHandle solver(stream.get());
+  cuda::CusolverHandle solver(stream.get());
   const bool f64 = dense.dtype() == DType::f64;
   return potrf(solver, stream.get(), dense.data(), dense.dim(0), f64 ? CUDA_R_64F : CUDA_R_32F,
                f64 ? "dpotrf" : "spotrf");
@@ -153,7 +127,7 @@ CusolverTorTimes cusolver_reconstructor_f32(Array& cmm, Array& ctm) {
         cmm.describe() + " and " + ctm.describe());
   cuda::Stream stream;
   const cudaStream_t s = stream.get();
-  SolverHandle solver(s);
+  cuda::CusolverHandle solver(s);
   CusolverTorTimes t;
   t.potrf_ms = potrf(solver, s, cmm.data(), n, CUDA_R_32F, "spotrf");
   cuda::StreamScratch info(sizeof(int), s);

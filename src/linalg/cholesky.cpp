@@ -39,6 +39,15 @@ GemmVariant promote(GemmVariant v) {
   return v;
 }
 
+std::string tile_label(std::int64_t i, std::int64_t j) {
+  std::string text("(");  // piecewise: GCC 12's -Wrestrict misfires on "(" + to_string(...)
+  text += std::to_string(i);
+  text += ", ";
+  text += std::to_string(j);
+  text += ")";
+  return text;
+}
+
 // Promotes the tiles of the failing region and describes the change; false when none could be
 // promoted. A failed pivot at (k, k) depends on every tile (i, j) with j < i <= k (its
 // dependency cone); an overflow in the GEMM updating (i, j) on that tile's variant alone.
@@ -63,6 +72,40 @@ bool promote_region(std::vector<GemmVariant>& variants, std::int64_t nt, std::in
   return true;
 }
 
+// Promotes, in one retry, what the failure says cannot work at any lower level: every GEMM reading
+// operand tile L(oi, ok) in FP16 goes to SP (the tiles (oi, j), ok < j < oi, read it as A; the
+// tiles (i, oi), i > oi, as B), since HP3 -> HP2 -> HP1 all keep FP16 operands; a C entry that
+// does not fit FP16 moves its tile straight to HP1 (C in FP32). Other failures: promote_region.
+bool promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt,
+                     const detail::FailedTile& f, std::string& change) {
+  const auto half = [](GemmVariant v) {
+    return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
+  };
+  std::map<std::string, std::int64_t> moves;
+  auto move = [&](std::int64_t i, std::int64_t j, GemmVariant to) {
+    GemmVariant& v = variants[static_cast<std::size_t>(i * nt + j)];
+    ++moves[std::string(gemm_variant_name(v)) + "->" + std::string(gemm_variant_name(to))];
+    v = to;
+  };
+  if (f.part == detail::FailedPart::operand) {
+    for (std::int64_t j = f.ok + 1; j < f.oi; ++j)
+      if (half(variants[static_cast<std::size_t>(f.oi * nt + j)])) move(f.oi, j, GemmVariant::SP);
+    for (std::int64_t i = f.oi + 1; i < nt; ++i)
+      if (half(variants[static_cast<std::size_t>(i * nt + f.oi)])) move(i, f.oi, GemmVariant::SP);
+    if (moves.empty()) return false;
+    change = "promoted the FP16 consumers of operand tile L" + tile_label(f.oi, f.ok) + ":";
+  } else if (f.part == detail::FailedPart::c_entry &&
+             (variants[static_cast<std::size_t>(f.i * nt + f.j)] == GemmVariant::HP2 ||
+              variants[static_cast<std::size_t>(f.i * nt + f.j)] == GemmVariant::HP3)) {
+    move(f.i, f.j, GemmVariant::HP1);
+    change = "promoted tile " + tile_label(f.i, f.j) + " (C entry beyond FP16):";
+  } else {
+    return promote_region(variants, nt, f.i, f.j, change);
+  }
+  for (const auto& [m, count] : moves) change += " " + m + " x" + std::to_string(count);
+  return true;
+}
+
 }  // namespace
 
 CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
@@ -79,8 +122,10 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   CholeskyReport report;
   report.policy = options.policy.name();
   const std::int64_t nt = a.layout.tile_rows();
-  std::vector<GemmVariant> variants =
-      detail::choose_variants(a, detail::tile_norms(a), options.policy);
+  const std::vector<double> norms = detail::tile_norms(a);
+  // Before any work: a NaN/Inf in A would otherwise flow into L unnoticed on the GPU.
+  detail::require_finite(a, norms, "cholesky_tiles: the matrix");
+  std::vector<GemmVariant> variants = detail::choose_variants(a, norms, options.policy);
   // The input, kept (in the matrix's own memory) only when a retry may need it.
   const Array original = options.recover ? a.storage.clone() : Array{};
   const std::int64_t bytes = a.layout.element_count() * static_cast<std::int64_t>(sizeof(float));
@@ -96,13 +141,22 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
       } else {
         detail::cholesky_cpu(a, variants, report.policy, &failed);
       }
+      // A finite A can still give a non-finite L (an FP32 overflow in SP / SYRK, a NaN pivot the
+      // solver does not report); any such entry reaches a diagonal tile through its SYRK.
+      const std::int64_t bad = detail::first_non_finite_diagonal(a);
+      if (bad >= 0) {
+        failed = detail::FailedTile{bad, bad};
+        throw NumericalError("Cholesky with policy " + report.policy + ": diagonal tile (" +
+                             std::to_string(bad) + ", " + std::to_string(bad) +
+                             ") of the factor holds a non-finite entry (an FP32 overflow)");
+      }
       break;
     } catch (const NumericalError& e) {
       if (!options.recover) throw;
       // POTRF failures come from (k, k), GEMM overflows from the updated tile (i > j); when the
       // region has nothing left to promote the failure is the matrix's, not the precision's.
       std::string change;
-      if (failed.i < failed.j || !promote_region(variants, nt, failed.i, failed.j, change)) throw;
+      if (failed.i < failed.j || !promote_failure(variants, nt, failed, change)) throw;
       report.recoveries.push_back("attempt " + std::to_string(report.attempts) + " failed (" +
                                   e.what() + "); " + change);
       ++report.attempts;

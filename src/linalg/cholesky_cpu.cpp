@@ -13,9 +13,11 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
+#include "halfscope/core/half.hpp"
 #include "linalg/gemm_variants.hpp"
 
 #if HALFSCOPE_HAS_BLAS
@@ -27,6 +29,10 @@
 
 namespace halfscope::linalg::detail {
 namespace {
+
+bool operand_format_is_half(GemmVariant v) {
+  return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
+}
 
 // Lower Cholesky of an n x n column-major FP32 tile; returns LAPACK's info (0, or the order of
 // the first leading minor that is not positive definite).
@@ -80,6 +86,13 @@ void syrk_lower(std::int64_t n, std::int64_t k, const float* a, std::int64_t lda
 #endif
 }
 
+// Whether a column-major rows x cols tile holds an entry FP16 cannot (rounds to +-Inf).
+bool exceeds_half(const float* t, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t e = 0; e < rows * cols; ++e)
+    if (!std::isfinite(static_cast<float>(Half(t[e])))) return true;
+  return false;
+}
+
 // First exception thrown by any task; the others see `failed` and skip their work.
 struct FailureSlot {
   std::atomic<bool> failed{false};
@@ -87,25 +100,33 @@ struct FailureSlot {
   std::exception_ptr error;
   FailedTile tile;
 
-  void record(std::exception_ptr e, std::int64_t i, std::int64_t j) {
+  void record(std::exception_ptr e, FailedTile where) {
     const std::lock_guard<std::mutex> lock(mutex);
     if (!error) {
       error = std::move(e);
-      tile = {i, j};
+      tile = where;
     }
     failed.store(true);
   }
 };
 
 // Runs the task body for tile (i, j) unless an earlier task failed; records its failure.
-template <typename Work>
-void guarded(FailureSlot& slot, std::int64_t i, std::int64_t j, Work&& work) {
+// `classify` refines the failed tile's description after a NumericalError (error path only).
+template <typename Work, typename Classify>
+void guarded(FailureSlot& slot, std::int64_t i, std::int64_t j, Work&& work, Classify&& classify) {
   if (slot.failed.load()) return;
   try {
     work();
+  } catch (const NumericalError&) {
+    slot.record(std::current_exception(), classify());
   } catch (...) {
-    slot.record(std::current_exception(), i, j);
+    slot.record(std::current_exception(), FailedTile{i, j});
   }
+}
+
+template <typename Work>
+void guarded(FailureSlot& slot, std::int64_t i, std::int64_t j, Work&& work) {
+  guarded(slot, i, j, std::forward<Work>(work), [i, j] { return FailedTile{i, j}; });
 }
 
 }  // namespace
@@ -138,8 +159,9 @@ void cholesky_cpu(TileMatrix& a, const std::vector<GemmVariant>& variants,
                                     ") is not positive definite: leading minor of order " +
                                     std::to_string(k * nb + info) + " (global pivot index " +
                                     std::to_string(k * nb + info - 1) + ", 0-based)");
-        if (info < 0)
-          throw NumericalError("LAPACKE_spotrf rejected argument " + std::to_string(-info));
+        // A rejected argument is a bug, not the matrix's: not a NumericalError, so that
+        // --recover does not retry it with promoted precisions.
+        if (info < 0) throw Error("LAPACKE_spotrf rejected argument " + std::to_string(-info));
       });
       for (std::int64_t i = k + 1; i < nt; ++i) {
         const std::int64_t ik = i * nt + k;
@@ -157,12 +179,29 @@ void cholesky_cpu(TileMatrix& a, const std::vector<GemmVariant>& variants,
         });
         for (std::int64_t j = k + 1; j < i; ++j) {
           const std::int64_t jk = j * nt + k, ij = i * nt + j;
-#pragma omp task depend(in : dep[ik], dep[jk]) depend(inout : dep[ij]) firstprivate(i, j, k)
-          guarded(slot, i, j, [&, i, j, k] {
-            gemm_nt_update(variants[static_cast<std::size_t>(i * nt + j)], height(i), height(j),
-                           height(k), tile(i, k), height(i), tile(j, k), height(j), tile(i, j),
-                           height(i), TileLabel{i, j});
-          });
+          const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
+#pragma omp task depend(in : dep[ik], dep[jk]) depend(inout : dep[ij]) firstprivate(i, j, k, v)
+          guarded(
+              slot, i, j,
+              [&, i, j, k, v] {
+                gemm_nt_update(v, height(i), height(j), height(k), tile(i, k), height(i),
+                               tile(j, k), height(j), tile(i, j), height(i), TileLabel{i, j});
+              },
+              [&, i, j, k, v] {
+                // Which input did not fit FP16 (the emulation rounds A and B before C)? Only the
+                // FP16 variants can overflow an input: BF16 / TF32 keep FP32's exponent range.
+                FailedTile f{i, j};
+                for (const std::int64_t o : {i, j}) {
+                  if (!operand_format_is_half(v) || !exceeds_half(tile(o, k), height(o), height(k)))
+                    continue;
+                  f.part = FailedPart::operand, f.oi = o, f.ok = k;
+                  return f;
+                }
+                if ((v == GemmVariant::HP2 || v == GemmVariant::HP3) &&
+                    exceeds_half(tile(i, j), height(i), height(j)))
+                  f.part = FailedPart::c_entry;
+                return f;
+              });
         }
       }
     }

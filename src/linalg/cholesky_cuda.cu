@@ -24,6 +24,7 @@
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/cusolver.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
@@ -32,26 +33,6 @@ namespace halfscope::linalg::detail {
 namespace {
 
 constexpr int kFormats = 5;  // OperandFormat values
-
-// RAII cuSOLVER handle bound to a stream.
-class SolverHandle {
- public:
-  explicit SolverHandle(cudaStream_t stream) {
-    HS_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
-    const cusolverStatus_t status = cusolverDnSetStream(handle_, stream);
-    if (status != CUSOLVER_STATUS_SUCCESS) {
-      (void)cusolverDnDestroy(handle_);  // the destructor will not run
-      HS_CUSOLVER_CHECK(status);
-    }
-  }
-  ~SolverHandle() { (void)cusolverDnDestroy(handle_); }
-  SolverHandle(const SolverHandle&) = delete;
-  SolverHandle& operator=(const SolverHandle&) = delete;
-  [[nodiscard]] cusolverDnHandle_t get() const noexcept { return handle_; }
-
- private:
-  cusolverDnHandle_t handle_ = nullptr;
-};
 
 // Waits for both streams when the factorization leaves, normally or by an exception, so that no
 // queued kernel outlives the scratch it uses (declared after the scratch: destroyed first).
@@ -131,6 +112,7 @@ struct Factor {
                      std::int64_t j, bool rounding_only = false) const {
     const std::int64_t hj = height(j);
     const float minus_one = -1.0f, one = 1.0f;
+    const PedanticMath strict(handle);  // SYRK in strict FP32, as the CPU's
     HS_CUBLAS_CHECK(cublasSsyrk(handle, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, static_cast<int>(hj),
                                 static_cast<int>(nb), &minus_one, tile(j, k), static_cast<int>(hj),
                                 &one, tile(j, j), static_cast<int>(hj)));
@@ -233,7 +215,13 @@ std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[
 [[noreturn]] void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
                                 FailedTile* failed) {
   const DecodedFailure d = decode_failure(code);
-  if (failed) *failed = {d.ti, d.tj};
+  if (failed) {
+    *failed = {d.ti, d.tj};
+    if (d.kind == FailureKind::operand)
+      failed->part = FailedPart::operand, failed->oi = d.second ? d.tj : d.ti, failed->ok = d.step;
+    else if (d.kind == FailureKind::c_entry)
+      failed->part = FailedPart::c_entry;
+  }
   const std::string v(gemm_variant_name(fc.variant(d.ti, d.tj)));
   std::string what;
   if (d.kind == FailureKind::operand)
@@ -256,10 +244,13 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   const std::int64_t nt = fc.nt, nb = fc.nb, n = a.layout.rows();
   cuda::Stream panel_stream, update_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get();
-  SolverHandle solver(p);
+  cuda::CusolverHandle solver(p);
   cuda::CublasHandle panel_blas, update_blas;
   HS_CUBLAS_CHECK(cublasSetStream(panel_blas.get(), p));
   HS_CUBLAS_CHECK(cublasSetStream(update_blas.get(), u));
+  // A may have been written asynchronously on the legacy stream by the caller.
+  after_legacy_stream(p);
+  after_legacy_stream(u);
 
   bool used[kFormats] = {};
   const auto tags = consumer_tags(fc, used);
@@ -346,6 +337,7 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
       tiles.cols = nb;
       tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
       convert_blocks(tiles, Rounding::copy, tall, fc.flag, p);
+      const PedanticMath strict(panel_blas.get());
       HS_CUBLAS_CHECK(cublasStrsm(panel_blas.get(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER,
                                   CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows),
                                   static_cast<int>(nb), &one, fc.tile(k, k), static_cast<int>(nb),
@@ -396,8 +388,11 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
     const std::int64_t info = info_host[static_cast<std::size_t>(k)];
     if (info == 0) continue;
     if (failed) *failed = {k, k};
+    // A rejected argument is a bug in this call, not the matrix's: CudaError, so that --recover
+    // (which retries NumericalErrors) does not blame the precision.
     if (info < 0)
-      throw NumericalError("cusolverDnSpotrf rejected argument " + std::to_string(-info));
+      throw CudaError("cusolverDnSpotrf rejected argument " + std::to_string(-info) + " at tile " +
+                      tile_text(k, k));
     throw NotPositiveDefinite("Cholesky with policy " + policy_name + ": tile (" +
                               std::to_string(k) + ", " + std::to_string(k) +
                               ") is not positive definite: leading minor of order " +

@@ -42,6 +42,12 @@ struct Solver {
   void* block[kFormats] = {};  // converted solved block W_k / Z_k (nb x r, packed)
   void* c_scratch[kFormats] = {};
   FailureCode* flag = nullptr;
+  // Skip/overflow tags of every step's panel conversions, built once per solve and uploaded in
+  // one copy (Finding 9: a host table, an allocation and a pageable upload per step and format
+  // sat on the critical path). Entry [k * kFormats + f] is where step k's table for format f
+  // starts in dev_tags (forward and backward separately), -1 where that step converts none.
+  const FailureCode* dev_tags = nullptr;
+  std::vector<std::int64_t> forward_tags = {}, backward_tags = {};
 
   [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
     return variants[static_cast<std::size_t>(i * nt + j)];
@@ -52,6 +58,42 @@ struct Solver {
   [[nodiscard]] std::int64_t height(std::int64_t i) const { return l.layout.tile_height(i); }
   [[nodiscard]] const void* at(int f, std::int64_t elems) const {
     return static_cast<const char*>(tiles[f]) + elems * format_bytes(static_cast<OperandFormat>(f));
+  }
+
+  // Fills `host` with every step's tag tables (the order forward / backward read them) and the
+  // offsets into it; the caller uploads `host` once and sets dev_tags.
+  void build_tags(std::vector<FailureCode>& host) {
+    forward_tags.assign(static_cast<std::size_t>(nt * kFormats), -1);
+    backward_tags.assign(static_cast<std::size_t>(nt * kFormats), -1);
+    for (std::int64_t k = 0; k + 1 < nt; ++k)
+      for (int f = 1; f < kFormats; ++f) {
+        bool any = false;
+        for (std::int64_t i = k + 1; i < nt; ++i)
+          any |= static_cast<int>(operand_format(variant(i, k))) == f;
+        if (!any) continue;
+        forward_tags[static_cast<std::size_t>(k * kFormats + f)] =
+            static_cast<std::int64_t>(host.size());
+        // Tiles (i, k) whose variant reads format f, converted; the others skipped (tag 0).
+        for (std::int64_t i = k + 1; i < nt; ++i)
+          host.push_back(static_cast<int>(operand_format(variant(i, k))) == f
+                             ? failure_code(k, FailureKind::operand, false, i, k)
+                             : 0);
+      }
+    for (std::int64_t k = 1; k < nt; ++k) {
+      const std::int64_t step = 2 * nt - 1 - k;  // after every forward step
+      for (int f = 1; f < kFormats; ++f) {
+        bool any = false;
+        for (std::int64_t i = 0; i < k; ++i)
+          any |= static_cast<int>(operand_format(variant(k, i))) == f;
+        if (!any) continue;
+        backward_tags[static_cast<std::size_t>(k * kFormats + f)] =
+            static_cast<std::int64_t>(host.size());
+        for (std::int64_t i = 0; i < k; ++i)
+          host.push_back(static_cast<int>(operand_format(variant(k, i))) == f
+                             ? failure_code(step, FailureKind::operand, false, k, i)
+                             : 0);
+      }
+    }
   }
 
   // Converts solved block k (rows of B') into every format in `formats`.
@@ -112,6 +154,7 @@ struct Solver {
   void forward(std::int64_t k) const {
     const float one = 1.0f;
     const std::int64_t hk = height(k);
+    const PedanticMath strict(h);
     HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                                 CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
                                 &one, tile(k, k), static_cast<int>(hk), b + k * nb,
@@ -123,19 +166,11 @@ struct Solver {
     convert_block(k, k, formats);
     for (int f = 1; f < kFormats; ++f) {
       if (!formats[static_cast<std::size_t>(f)]) continue;
-      // Tiles (i, k) whose variant reads format f, converted; the others skipped (tag 0).
-      std::vector<FailureCode> tags;
-      for (std::int64_t i = k + 1; i < nt; ++i)
-        tags.push_back(static_cast<int>(operand_format(variant(i, k))) == f
-                           ? failure_code(k, FailureKind::operand, false, i, k)
-                           : 0);
-      cuda::StreamScratch dev_tags(static_cast<std::int64_t>(tags.size() * sizeof(FailureCode)), s);
-      HS_CUDA_CHECK(cudaMemcpyAsync(dev_tags.get(), tags.data(), tags.size() * sizeof(FailureCode),
-                                    cudaMemcpyHostToDevice, s));
       BlockSet set;
       set.base = base, set.first = l.layout.tile_offset(k + 1, k), set.stride = nb * nb;
       set.count = nt - k - 1, set.rows = nb, set.last_rows = height(nt - 1), set.cols = nb;
-      set.dst_stride = nb * nb, set.tags = dev_tags.as<FailureCode>();
+      set.dst_stride = nb * nb;
+      set.tags = dev_tags + forward_tags[static_cast<std::size_t>(k * kFormats + f)];
       convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
     }
     for (std::int64_t i = k + 1; i < nt;) {
@@ -159,6 +194,7 @@ struct Solver {
   void backward(std::int64_t k, const std::int64_t* dev_offsets) const {
     const float one = 1.0f;
     const std::int64_t hk = height(k), step = 2 * nt - 1 - k;  // after every forward step
+    const PedanticMath strict(h);
     HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
                                 CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
                                 &one, tile(k, k), static_cast<int>(hk), b + k * nb,
@@ -170,18 +206,10 @@ struct Solver {
     convert_block(k, step, formats);
     for (int f = 1; f < kFormats; ++f) {
       if (!formats[static_cast<std::size_t>(f)]) continue;
-      std::vector<FailureCode> tags;
-      for (std::int64_t i = 0; i < k; ++i)
-        tags.push_back(static_cast<int>(operand_format(variant(k, i))) == f
-                           ? failure_code(step, FailureKind::operand, false, k, i)
-                           : 0);
-      cuda::StreamScratch dev_tags(static_cast<std::int64_t>(tags.size() * sizeof(FailureCode)), s);
-      HS_CUDA_CHECK(cudaMemcpyAsync(dev_tags.get(), tags.data(), tags.size() * sizeof(FailureCode),
-                                    cudaMemcpyHostToDevice, s));
       BlockSet set;  // the tiles (k, 0 .. k - 1), packed one after the other
       set.base = base, set.offsets = dev_offsets + k * nt, set.count = k, set.rows = hk;
       set.last_rows = hk, set.cols = nb, set.dst_stride = hk * nb,
-      set.tags = dev_tags.as<FailureCode>();
+      set.tags = dev_tags + backward_tags[static_cast<std::size_t>(k * kFormats + f)];
       convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
     }
     for (std::int64_t i = 0; i < k;) {
@@ -204,6 +232,14 @@ struct Solver {
   }
 };
 
+// Waits for the solve's stream when solve_right_cuda leaves, normally or by an exception.
+struct DrainStream {
+  cudaStream_t stream;
+  ~DrainStream() {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
+  }
+};
+
 }  // namespace
 
 void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants) {
@@ -216,11 +252,18 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
   sv.base = l.storage.data_as<float>();
   sv.b = b.data_as<float>();
   const cudaStream_t s = stream.get();
+  after_legacy_stream(s);  // L and b may have been written asynchronously on the legacy stream
   bool used[kFormats] = {};
   for (std::int64_t j = 0; j < sv.nt; ++j)
     for (std::int64_t i = j + 1; i < sv.nt; ++i)
       used[static_cast<int>(operand_format(sv.variant(i, j)))] = true;
+  // Host tables, declared before the drain guard so they outlive every queued copy from them.
+  std::vector<FailureCode> tags;
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(sv.nt * sv.nt), 0);
   std::vector<std::unique_ptr<cuda::StreamScratch>> scratch;
+  // Declared after the scratch (destroyed first): when anything below throws, the GEMMs already
+  // queued finish before the caller's b and l are reused, and before the scratch is freed.
+  const DrainStream drain{s};
   auto take = [&](std::int64_t bytes) {
     scratch.push_back(std::make_unique<cuda::StreamScratch>(bytes, s));
     return scratch.back()->get();
@@ -236,7 +279,6 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
       sv.c_scratch[static_cast<int>(c_format(v))] = take(sv.nb * sv.r * format_bytes(c_format(v)));
   sv.flag = static_cast<FailureCode*>(take(sizeof(FailureCode)));
   HS_CUDA_CHECK(cudaMemsetAsync(sv.flag, 0xff, sizeof(FailureCode), s));
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(sv.nt * sv.nt), 0);
   for (std::int64_t k = 0; k < sv.nt; ++k)
     for (std::int64_t i = 0; i <= k; ++i)
       offsets[static_cast<std::size_t>(k * sv.nt + i)] = l.layout.tile_offset(k, i);
@@ -244,6 +286,14 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
       take(static_cast<std::int64_t>(offsets.size() * sizeof(std::int64_t))));
   HS_CUDA_CHECK(cudaMemcpyAsync(dev_offsets, offsets.data(), offsets.size() * sizeof(std::int64_t),
                                 cudaMemcpyHostToDevice, s));
+  sv.build_tags(tags);
+  if (!tags.empty()) {
+    const auto bytes = static_cast<std::int64_t>(tags.size() * sizeof(FailureCode));
+    auto* dev = static_cast<FailureCode*>(take(bytes));
+    HS_CUDA_CHECK(cudaMemcpyAsync(dev, tags.data(), static_cast<std::size_t>(bytes),
+                                  cudaMemcpyHostToDevice, s));
+    sv.dev_tags = dev;
+  }
   for (std::int64_t k = 0; k < sv.nt; ++k) sv.forward(k);
   for (std::int64_t k = sv.nt - 1; k >= 0; --k) sv.backward(k, dev_offsets);
   FailureCode code = kNoFailure;

@@ -83,7 +83,10 @@ __global__ void convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, 
       const std::int64_t r = e % rows, c = e / rows;
       const float x = src[c * src_ld + r];
       const typename Out<R>::type y = Out<R>::conv(x);
-      overflow |= isfinite(x) && !isfinite(Out<R>::back(y));
+      // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up
+      // front, a NaN/Inf here comes from an FP32 overflow upstream, never from the input.
+      // Plain copies (re-layouts of FP32 tiles) are left to the factor's final finiteness check.
+      overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
       out[c * dst_ld + r] = y;
     }
     if (overflow) atomicMin(flag, tag);
@@ -122,6 +125,21 @@ int as_int(std::int64_t v, const char* what) {
 }
 
 }  // namespace
+
+void after_legacy_stream(cudaStream_t stream) {
+  const cuda::Event queued;
+  queued.record(cudaStreamLegacy);
+  HS_CUDA_CHECK(cudaStreamWaitEvent(stream, queued.get(), 0));
+}
+
+PedanticMath::PedanticMath(cublasHandle_t handle) : handle_(handle) {
+  HS_CUBLAS_CHECK(cublasGetMathMode(handle_, &previous_));
+  HS_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));
+}
+
+PedanticMath::~PedanticMath() {
+  (void)cublasSetMathMode(handle_, previous_);
+}
 
 OperandFormat operand_format(GemmVariant v) noexcept {
   switch (v) {
@@ -260,10 +278,12 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
     return;
   }
   if (variant == GemmVariant::SP) {
-    HS_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, g.op_a, g.op_b, m, n, k, &minus_one,
-                                              static_cast<const float*>(g.a), lda, g.stride_a,
-                                              static_cast<const float*>(g.b), ldb, g.stride_b, &one,
-                                              static_cast<float*>(g.c), ldc, g.stride_c, batch));
+    // COMPUTE_32F_PEDANTIC: strict FP32 whatever the handle's math mode or
+    // NVIDIA_TF32_OVERRIDE say, so "SP" means the same here as in the grouped batches above.
+    HS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle, g.op_a, g.op_b, m, n, k, &minus_one, g.a, CUDA_R_32F, lda, g.stride_a, g.b,
+        CUDA_R_32F, ldb, g.stride_b, &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch,
+        CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
     return;
   }
   if (variant == GemmVariant::DP) {

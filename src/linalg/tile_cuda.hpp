@@ -126,6 +126,25 @@ OperandFormat c_format(GemmVariant v) noexcept;
 /// "(i, j)".
 std::string tile_text(std::int64_t ti, std::int64_t tj);
 
+/// Makes `stream` wait for everything queued so far on the legacy default stream (an event
+/// recorded there), without blocking the host: a caller's async writes to A or b on stream 0 land
+/// before the library's non-blocking streams read them.
+void after_legacy_stream(cudaStream_t stream);
+
+/// Sets CUBLAS_PEDANTIC_MATH on a handle for the calls made while it lives (ssyrk, strsm: strict
+/// FP32 whatever NVIDIA_TF32_OVERRIDE says) and restores the handle's previous mode after.
+class PedanticMath {
+ public:
+  explicit PedanticMath(cublasHandle_t handle);
+  ~PedanticMath();
+  PedanticMath(const PedanticMath&) = delete;
+  PedanticMath& operator=(const PedanticMath&) = delete;
+
+ private:
+  cublasHandle_t handle_;
+  cublasMath_t previous_ = CUBLAS_DEFAULT_MATH;
+};
+
 /// Frobenius norms (FP64 sums) of `count` column-major FP32 tiles at base + offsets[t], each of
 /// elems[t] elements, into host `out` (synchronises `stream`).
 void tile_norms_cuda(const float* base, const std::int64_t* offsets_host,

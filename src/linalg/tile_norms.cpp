@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
@@ -25,6 +27,26 @@ double host_tile_norm(const TileMatrix& a, std::int64_t i, std::int64_t j) {
   return std::sqrt(sum);
 }
 
+// Norms of the listed device tiles (i, j), in order: one kernel and one readback.
+std::vector<double> device_norms(const TileMatrix& a,
+                                 const std::vector<std::pair<std::int64_t, std::int64_t>>& tiles) {
+  std::vector<double> packed(tiles.size());
+#if HALFSCOPE_WITH_CUDA
+  std::vector<std::int64_t> offsets, elems;
+  for (const auto& [i, j] : tiles) {
+    offsets.push_back(a.layout.tile_offset(i, j));
+    elems.push_back(a.layout.tile_height(i) * a.layout.tile_width(j));
+  }
+  cuda::Stream stream;
+  tile_norms_cuda(a.storage.data_as<float>(), offsets.data(), elems.data(),
+                  static_cast<std::int64_t>(offsets.size()), packed.data(), stream.get());
+#else
+  (void)a;
+  throw Unsupported("tile_norms: device memory in a build without CUDA");
+#endif
+  return packed;
+}
+
 }  // namespace
 
 std::vector<double> tile_norms(const TileMatrix& a) {
@@ -35,25 +57,14 @@ std::vector<double> tile_norms(const TileMatrix& a) {
   const std::int64_t nt = layout.tile_rows(), ntc = layout.tile_cols();
   std::vector<double> norms(static_cast<std::size_t>(nt * ntc), 0.0);
   if (a.storage.on_device()) {
-#if HALFSCOPE_WITH_CUDA
-    std::vector<std::int64_t> offsets, elems, index;
+    std::vector<std::pair<std::int64_t, std::int64_t>> tiles;
     for (std::int64_t j = 0; j < ntc; ++j)
       for (std::int64_t i = 0; i < nt; ++i)
-        if (layout.stored(i, j)) {
-          offsets.push_back(layout.tile_offset(i, j));
-          elems.push_back(layout.tile_height(i) * layout.tile_width(j));
-          index.push_back(i * ntc + j);
-        }
-    std::vector<double> packed(offsets.size());
-    cuda::Stream stream;
-    tile_norms_cuda(a.storage.data_as<float>(), offsets.data(), elems.data(),
-                    static_cast<std::int64_t>(offsets.size()), packed.data(), stream.get());
+        if (layout.stored(i, j)) tiles.emplace_back(i, j);
+    const std::vector<double> packed = device_norms(a, tiles);
     for (std::size_t t = 0; t < packed.size(); ++t)
-      norms[static_cast<std::size_t>(index[t])] = packed[t];
+      norms[static_cast<std::size_t>(tiles[t].first * ntc + tiles[t].second)] = packed[t];
     return norms;
-#else
-    throw Unsupported("tile_norms: device memory in a build without CUDA");
-#endif
   }
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t j = 0; j < ntc; ++j)
@@ -61,6 +72,48 @@ std::vector<double> tile_norms(const TileMatrix& a) {
       if (layout.stored(i, j))
         norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
   return norms;
+}
+
+void require_finite(const TileMatrix& a, const std::vector<double>& norms,
+                    const std::string& what) {
+  const TileLayout& layout = a.layout;
+  const std::int64_t nt = layout.tile_rows(), ntc = layout.tile_cols();
+  for (std::int64_t j = 0; j < ntc; ++j)
+    for (std::int64_t i = 0; i < nt; ++i) {
+      if (!layout.stored(i, j) || std::isfinite(norms[static_cast<std::size_t>(i * ntc + j)]))
+        continue;
+      // The error path only: bring this one tile to the host to name the entry.
+      const std::int64_t h = layout.tile_height(i), w = layout.tile_width(j);
+      std::vector<float> tile(static_cast<std::size_t>(h * w));
+      copy_bytes(tile.data(), Memory::host, a.storage.data_as<float>() + layout.tile_offset(i, j),
+                 a.storage.memory(), h * w * static_cast<std::int64_t>(sizeof(float)));
+      for (std::int64_t e = 0; e < h * w; ++e) {
+        const float x = tile[static_cast<std::size_t>(e)];
+        if (std::isfinite(x)) continue;
+        const std::int64_t r = e % h, c = e / h;  // tiles are column-major, ld = height
+        throw InvalidInput(what + " must hold finite values; tile (" + std::to_string(i) + ", " +
+                           std::to_string(j) + ") has " + std::to_string(x) + " at row " +
+                           std::to_string(i * layout.tile_size() + r) + ", column " +
+                           std::to_string(j * layout.tile_size() + c) + " (0-based)");
+      }
+      throw InvalidInput(what + " must hold finite values; tile (" + std::to_string(i) + ", " +
+                         std::to_string(j) + ") has a non-finite Frobenius norm");
+    }
+}
+
+std::int64_t first_non_finite_diagonal(const TileMatrix& a) {
+  const std::int64_t nt = a.layout.tile_rows();
+  if (a.storage.on_device()) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> tiles;
+    for (std::int64_t k = 0; k < nt; ++k) tiles.emplace_back(k, k);
+    const std::vector<double> norms = device_norms(a, tiles);
+    for (std::int64_t k = 0; k < nt; ++k)
+      if (!std::isfinite(norms[static_cast<std::size_t>(k)])) return k;
+    return -1;
+  }
+  for (std::int64_t k = 0; k < nt; ++k)
+    if (!std::isfinite(host_tile_norm(a, k, k))) return k;
+  return -1;
 }
 
 double matrix_norm(const TileMatrix& a, const std::vector<double>& norms) {

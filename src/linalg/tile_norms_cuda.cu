@@ -38,6 +38,7 @@ void tile_norms_cuda(const float* base, const std::int64_t* offsets_host,
                      const std::int64_t* elems_host, std::int64_t count, double* out,
                      cudaStream_t stream) {
   if (count <= 0) return;
+  after_legacy_stream(stream);  // A may have been written asynchronously on the legacy stream
   const auto bytes = count * static_cast<std::int64_t>(sizeof(std::int64_t));
   cuda::StreamScratch offsets(bytes, stream), elems(bytes, stream);
   cuda::StreamScratch norms(count * static_cast<std::int64_t>(sizeof(double)), stream);

@@ -227,7 +227,11 @@ TEST(GpuCholesky, RecoverFinishesFailingHp3Run) {
   const Measured m = factor_on_gpu(a, n, nb, opts);
   EXPECT_GT(m.report.attempts, 1);
   EXPECT_EQ(static_cast<std::int64_t>(m.report.recoveries.size()), m.report.attempts - 1);
-  EXPECT_NE(m.report.recoveries.front().find("HP3->HP2"), std::string::npos);
+  // A C entry beyond FP16 goes straight to HP1; an FP16 result overflow one level up.
+  const std::string& first = m.report.recoveries.front();
+  EXPECT_TRUE(first.find("HP3->HP1") != std::string::npos ||
+              first.find("HP3->HP2") != std::string::npos)
+      << first;
   EXPECT_EQ(m.report.count(GemmVariant::SP), 0);
   EXPECT_GT(m.report.count(GemmVariant::HP1), 0);
   EXPECT_LE(m.backward, m.bound);

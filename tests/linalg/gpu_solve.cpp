@@ -16,6 +16,7 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
 #include "linalg/solve_cuda.hpp"
+#include "solve_test_support.hpp"
 #include "test_support.hpp"
 
 #if HALFSCOPE_HAS_LAPACKE
@@ -28,29 +29,9 @@ namespace {
 const double kRho = std::exp(-1.0 / 32.0);
 const double kKappaBound = (1 + kRho) / (1 - kRho);
 
-double gamma(std::int64_t n, double u) {
-  return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
-}
-
-double variant_term(GemmVariant v, std::int64_t n) {
-  const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
-  switch (v) {
-    case GemmVariant::DP:
-      return u32 + gamma(n, std::ldexp(1.0, -53));
-    case GemmVariant::SP:
-      return gamma(n, u32);
-    case GemmVariant::TF32:
-    case GemmVariant::HP1:
-      return 2 * u16 + gamma(n, u32);
-    case GemmVariant::HP2:
-      return 4 * u16 + gamma(n, u32);
-    case GemmVariant::HP3:
-      return 3 * u16 + gamma(n, u16);
-    case GemmVariant::BF16:
-      return 2 * std::ldexp(1.0, -8) + gamma(n, u32);
-  }
-  return 1.0;
-}
+// gamma_n(u) and the per-variant error term e_v: solve_test_support.hpp.
+using test::gamma;
+using test::variant_term;
 
 struct Problem {
   std::int64_t n, nb, r;
@@ -66,11 +47,21 @@ Problem make_problem(std::int64_t n, std::int64_t nb, std::int64_t r, float b_sc
     for (std::int64_t j = 0; j < n; ++j)
       a[static_cast<std::size_t>(i * n + j)] = std::pow(kRho, static_cast<double>(std::abs(i - j)));
   p.a.assign(a.begin(), a.end());
-  p.b = test::random_floats(r * n, -b_scale, b_scale, 42);
+  p.b = halfscope::test::random_floats(r * n, -b_scale, b_scale, 42);
   p.l = TileMatrix::from_dense(Array::from_values<double>(a, {n, n}), nb, TileFill::lower,
                                DType::f32, Memory::device);
   (void)cholesky_tiles(p.l, CholeskyOptions{});
   return p;
+}
+
+// detail::solve_right_cuda exists only in CUDA builds; without CUDA every case skips before this.
+void solve_on_device(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants) {
+#if HALFSCOPE_WITH_CUDA
+  detail::solve_right_cuda(l, b, variants);
+#else
+  (void)l, (void)b, (void)variants;
+  throw Unsupported("gpu_solve: built without CUDA");
+#endif
 }
 
 class GpuSolveTest : public ::testing::TestWithParam<GemmVariant> {};
@@ -89,7 +80,7 @@ TEST_P(GpuSolveTest, MatchesFp64Solve) {
     const std::int64_t nt = p.l.layout.tile_rows();
     const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), v);
     Array b = Array::from_values<float>(p.b, {c.r, c.n}).to(Memory::device);
-    detail::solve_right_cuda(p.l, b, variants);
+    solve_on_device(p.l, b, variants);
     const Array x = b.to(Memory::host);
     // Reference: A X^T = B^T in FP64 (A symmetric), row-major B^T is n x r.
     std::vector<double> a(p.a.begin(), p.a.end()), bt(static_cast<std::size_t>(c.n * c.r));
@@ -140,7 +131,7 @@ TEST(GpuSolve, Fp16OverflowOfSolvedBlockIsReported) {
   const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::HP1);
   Array b = Array::from_values<float>(p.b, {2, 300}).to(Memory::device);
   try {
-    detail::solve_right_cuda(p.l, b, variants);
+    solve_on_device(p.l, b, variants);
     ADD_FAILURE() << "no NumericalError";
   } catch (const NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("forward substitution"), std::string::npos) << e.what();

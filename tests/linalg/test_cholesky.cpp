@@ -24,6 +24,7 @@
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
+#include "solve_test_support.hpp"
 
 #if HALFSCOPE_HAS_LAPACKE
 #include <lapacke.h>
@@ -50,30 +51,9 @@ TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t 
   return TileMatrix::from_dense(d, nb, TileFill::lower, DType::f32);
 }
 
-double gamma(std::int64_t n, double u) {
-  return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
-}
-
-// Per-variant error term e_v of the header comment.
-double variant_term(GemmVariant v, std::int64_t n) {
-  const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
-  switch (v) {
-    case GemmVariant::DP:
-      return u32 + gamma(n, std::ldexp(1.0, -53));
-    case GemmVariant::SP:
-      return gamma(n, u32);
-    case GemmVariant::TF32:
-    case GemmVariant::HP1:
-      return 2 * u16 + gamma(n, u32);
-    case GemmVariant::HP2:
-      return 4 * u16 + gamma(n, u32);
-    case GemmVariant::HP3:
-      return 3 * u16 + gamma(n, u16);
-    case GemmVariant::BF16:
-      return 2 * std::ldexp(1.0, -8) + gamma(n, u32);
-  }
-  return 1.0;
-}
+// gamma_n(u) and the per-variant error term e_v: solve_test_support.hpp.
+using test::gamma;
+using test::variant_term;
 
 struct Errors {
   double backward = 0.0, bound = 0.0, forward = 0.0;

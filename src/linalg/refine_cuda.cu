@@ -19,16 +19,10 @@
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/solve_support_cuda.hpp"
+#include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
 namespace {
-
-// Orders `stream` after everything queued so far on the legacy default stream (Array copies).
-void after_legacy_stream(cudaStream_t stream) {
-  const cuda::Event queued;
-  queued.record(cudaStreamLegacy);
-  HS_CUDA_CHECK(cudaStreamWaitEvent(stream, queued.get(), 0));
-}
 
 constexpr int kReduceThreads = 256;
 

@@ -30,20 +30,6 @@ namespace {
 const double kRho = std::exp(-1.0 / 32.0);
 const double kKappaBound = (1 + kRho) / (1 - kRho);
 
-std::vector<double> kms(std::int64_t n, double scale) {
-  std::vector<double> a(static_cast<std::size_t>(n * n));
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
-      a[static_cast<std::size_t>(i * n + j)] =
-          scale * std::pow(kRho, static_cast<double>(std::abs(i - j)));
-  return a;
-}
-
-TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb, Memory m) {
-  return TileMatrix::from_dense(Array::from_values<double>(dense, {n, n}), nb, TileFill::lower,
-                                DType::f32, m);
-}
-
 // gamma_n(u) and the per-variant error term e_v: solve_test_support.hpp.
 using test::gamma;
 using test::variant_term;
@@ -76,7 +62,7 @@ struct Measured {
 
 Measured factor_on_gpu(const std::vector<double>& dense, std::int64_t n, std::int64_t nb,
                        const CholeskyOptions& opts) {
-  TileMatrix t = tiled(dense, n, nb, Memory::device);
+  TileMatrix t = test::tiled(dense, n, nb, Memory::device);
   std::vector<double> a(static_cast<std::size_t>(n * n));
   for (std::size_t x = 0; x < a.size(); ++x) a[x] = static_cast<float>(dense[x]);
   Measured m;
@@ -121,14 +107,14 @@ TEST_P(GpuCholeskyPolicyTest, MatchesLapackAndCpuEmulation) {
   for (const Case c : {Case{300, 64}, Case{256, 64}, Case{50, 64}, Case{1, 8}, Case{97, 7}}) {
     CholeskyOptions opts;
     opts.policy = parse_policy(GetParam());
-    const std::vector<double> a = kms(c.n, 1.0);
+    const std::vector<double> a = test::kms(c.n, kRho, 1.0);
     const Measured m = factor_on_gpu(a, c.n, c.nb, opts);
     EXPECT_LE(m.backward, m.bound) << GetParam() << " n=" << c.n << " nb=" << c.nb;
     if (m.forward >= 0) {
       EXPECT_LE(m.forward, 2 * kKappaBound * m.bound) << GetParam();
     }
     // The CPU path on the same input: same tile counts, factors within the summation-order bound.
-    TileMatrix host = tiled(a, c.n, c.nb, Memory::host);
+    TileMatrix host = test::tiled(a, c.n, c.nb, Memory::host);
     const CholeskyReport cpu = cholesky_tiles(host, opts);
     EXPECT_EQ(m.report.tiles, cpu.tiles) << GetParam();
     const double diff = rel_diff(m.l, lower_of(host));
@@ -146,36 +132,26 @@ TEST_P(GpuCholeskyPolicyTest, MatchesLapackAndCpuEmulation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BuiltIns, GpuCholeskyPolicyTest,
-                         ::testing::Values("uniform:DP", "uniform:SP", "uniform:TF32",
-                                           "uniform:HP1", "uniform:HP2", "uniform:HP3",
-                                           "uniform:BF16", "band:SP=2,HP1=rest",
-                                           "band:SP=1,HP3=rest", "adaptive:tol=1e-6",
-                                           "adaptive:tol=1e-3"),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) {
-                           std::string name;
-                           for (const char ch : param_info.param)
-                             name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return name;
-                         });
+                         ::testing::ValuesIn(test::builtin_policies()), test::policy_test_name);
 
 TEST(GpuCholesky, LowPrecisionIsLessAccurateThanSP) {
   HS_REQUIRE_GPU();
   // A policy silently ignored on the GPU would give SP accuracy; HP1 must cost (CPU: 30x).
   CholeskyOptions sp, hp1;
   hp1.policy = parse_policy("uniform:HP1");
-  const std::vector<double> a = kms(300, 1.0);
+  const std::vector<double> a = test::kms(300, kRho, 1.0);
   EXPECT_GT(factor_on_gpu(a, 300, 64, hp1).backward, 4 * factor_on_gpu(a, 300, 64, sp).backward);
 }
 
 TEST(GpuCholesky, NotPositiveDefiniteNamesTileAndPolicy) {
   HS_REQUIRE_GPU();
-  std::vector<double> a = kms(300, 1.0);
+  std::vector<double> a = test::kms(300, kRho, 1.0);
   a[static_cast<std::size_t>(200 * 300 + 200)] = -1.0;  // minors of order <= 200 stay SPD
   for (const bool recover : {false, true}) {
     CholeskyOptions opts;
     opts.policy = parse_policy("band:SP=1,HP1=rest");
     opts.recover = recover;
-    TileMatrix t = tiled(a, 300, 64, Memory::device);
+    TileMatrix t = test::tiled(a, 300, 64, Memory::device);
     try {
       (void)cholesky_tiles(t, opts);
       ADD_FAILURE() << "no NotPositiveDefinite";
@@ -192,10 +168,10 @@ TEST(GpuCholesky, RecoverFinishesFailingHp3Run) {
   HS_REQUIRE_GPU();
   // Scale 1e5: C entries exceed 65504, so HP3 (FP16 C) overflows; HP1 (FP32 C) works.
   const std::int64_t n = 300, nb = 64;
-  const std::vector<double> a = kms(n, 1e5);
+  const std::vector<double> a = test::kms(n, kRho, 1e5);
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP3");
-  TileMatrix t = tiled(a, n, nb, Memory::device);
+  TileMatrix t = test::tiled(a, n, nb, Memory::device);
   try {
     (void)cholesky_tiles(t, opts);
     ADD_FAILURE() << "no NumericalError";

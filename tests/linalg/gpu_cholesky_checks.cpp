@@ -13,36 +13,19 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
 #include "linalg/tile_norms.hpp"
+#include "solve_test_support.hpp"
 #include "test_support.hpp"
 
 namespace halfscope::linalg {
 namespace {
 
-std::vector<double> kms(std::int64_t n) {
-  std::vector<double> a(static_cast<std::size_t>(n * n));
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
-      a[static_cast<std::size_t>(i * n + j)] = std::pow(0.9, static_cast<double>(std::abs(i - j)));
-  return a;
-}
-
-TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb, Memory m) {
-  const Array d = Array::from_values<double>(dense, {n, n});
-  return TileMatrix::from_dense(d, nb, TileFill::lower, DType::f32, m);
-}
-
-void set_sym(std::vector<double>& a, std::int64_t n, std::int64_t i, std::int64_t j, double v) {
-  a[static_cast<std::size_t>(i * n + j)] = v;
-  a[static_cast<std::size_t>(j * n + i)] = v;
-}
-
 TEST(GpuCholeskyChecks, NonFiniteDeviceInputRejectedNamingEntry) {
   HS_REQUIRE_GPU();
   const std::int64_t n = 300, nb = 64;
-  std::vector<double> a = kms(n);
-  set_sym(a, n, 250, 70, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> a = test::kms(n, 0.9);
+  test::set_sym(a, n, 250, 70, std::numeric_limits<double>::quiet_NaN());
   for (const bool recover : {false, true}) {
-    TileMatrix t = tiled(a, n, nb, Memory::device);
+    TileMatrix t = test::tiled(a, n, nb, Memory::device);
     const Array before = t.storage.to(Memory::host);
     CholeskyOptions opts;
     opts.policy = parse_policy("band:SP=1,HP1=rest");
@@ -64,11 +47,12 @@ TEST(GpuCholeskyChecks, NonFiniteDeviceInputRejectedNamingEntry) {
 TEST(GpuCholeskyChecks, DiagonalScanMatchesHost) {
   HS_REQUIRE_GPU();
   const std::int64_t n = 300, nb = 64;
-  std::vector<double> a = kms(n);
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, n, nb, Memory::device)), -1);
-  set_sym(a, n, 290, 260, std::numeric_limits<double>::infinity());  // tile (4, 4), short tile
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, n, nb, Memory::device)), 4);
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, n, nb, Memory::host)), 4);
+  std::vector<double> a = test::kms(n, 0.9);
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, n, nb, Memory::device)), -1);
+  test::set_sym(a, n, 290, 260,
+                std::numeric_limits<double>::infinity());  // tile (4, 4), short tile
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, n, nb, Memory::device)), 4);
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, n, nb, Memory::host)), 4);
 }
 
 TEST(GpuCholeskyChecks, RecoverPromotesAllConsumersOfAnOverflowingOperand) {
@@ -77,12 +61,12 @@ TEST(GpuCholeskyChecks, RecoverPromotesAllConsumersOfAnOverflowingOperand) {
   // sub-diagonal tiles L(p, p - 1) exceed FP16; one retry per such operand moves all its FP16
   // consumers to SP: at most NT - 1 attempts (one consumer per retry needed 10).
   const std::int64_t n = 48, nb = 8, nt = 6;
-  std::vector<double> a = kms(n);
+  std::vector<double> a = test::kms(n, 0.9);
   for (double& x : a) x *= 1e11;
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP1");
   opts.recover = true;
-  TileMatrix t = tiled(a, n, nb, Memory::device);
+  TileMatrix t = test::tiled(a, n, nb, Memory::device);
   const CholeskyReport report = cholesky_tiles(t, opts);
   EXPECT_LE(report.attempts, nt - 1);
   ASSERT_FALSE(report.recoveries.empty());

@@ -15,8 +15,11 @@
 // terms and ||X|| against ||X_ref||.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -45,6 +48,20 @@ inline std::vector<double> nugget_covariance(std::int64_t n, double rho = std::e
       a[static_cast<std::size_t>(i * n + j)] =
           std::pow(rho, static_cast<double>(std::abs(i - j))) + (i == j ? nugget : 0.0);
   return a;
+}
+
+/// A_ij = scale * rho^|i-j| (Kac-Murdock-Szego), row-major n x n; kappa < (1 + rho) / (1 - rho).
+inline std::vector<double> kms(std::int64_t n, double rho, double scale = 1.0) {
+  std::vector<double> a = nugget_covariance(n, rho, 0.0);
+  for (double& x : a) x *= scale;
+  return a;
+}
+
+/// Sets entry (i, j) and its mirror.
+inline void set_sym(std::vector<double>& a, std::int64_t n, std::int64_t i, std::int64_t j,
+                    double v) {
+  a[static_cast<std::size_t>(i * n + j)] = v;
+  a[static_cast<std::size_t>(j * n + i)] = v;
 }
 
 inline TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb,
@@ -129,6 +146,13 @@ inline double relative_error(const float* x, const std::vector<double>& y) {
     den += y[e] * y[e];
   }
   return std::sqrt(num / den);
+}
+
+/// A test name from a policy string (non-alphanumerics become '_').
+inline std::string policy_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name;
+  for (const char ch : info.param) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return name;
 }
 
 /// The 11 built-in policy strings of test_cholesky.cpp.

@@ -36,21 +36,6 @@ namespace {
 const double kRho = std::exp(-1.0 / 32.0);
 [[maybe_unused]] const double kKappaBound = (1 + kRho) / (1 - kRho);  // about 64
 
-std::vector<double> kms(std::int64_t n, double scale) {
-  std::vector<double> a(static_cast<std::size_t>(n * n));
-  const double rho = kRho;
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
-      a[static_cast<std::size_t>(i * n + j)] =
-          scale * std::pow(rho, static_cast<double>(std::abs(i - j)));
-  return a;
-}
-
-TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb) {
-  const Array d = Array::from_values<double>(dense, {n, n});
-  return TileMatrix::from_dense(d, nb, TileFill::lower, DType::f32);
-}
-
 // gamma_n(u) and the per-variant error term e_v: solve_test_support.hpp.
 using test::gamma;
 using test::variant_term;
@@ -62,7 +47,7 @@ struct Errors {
 // Factors A (dense FP64, rounded to FP32 by the tiling) and measures the errors of L in FP64.
 Errors factor_and_measure(const std::vector<double>& dense, std::int64_t n, std::int64_t nb,
                           const CholeskyOptions& opts, CholeskyReport* report_out = nullptr) {
-  TileMatrix t = tiled(dense, n, nb);
+  TileMatrix t = test::tiled(dense, n, nb);
   // The FP32-rounded input is the matrix the factorization sees.
   const Array a32 = t.to_dense();
   std::vector<double> a(static_cast<std::size_t>(n * n));
@@ -122,7 +107,7 @@ TEST_P(CholeskyPolicyTest, FactorsWithinBoundsOfPrecisionsUsed) {
     CholeskyOptions opts;
     opts.policy = parse_policy(GetParam());
     CholeskyReport report;
-    const Errors e = factor_and_measure(kms(c.n, 1.0), c.n, c.nb, opts, &report);
+    const Errors e = factor_and_measure(test::kms(c.n, kRho, 1.0), c.n, c.nb, opts, &report);
     EXPECT_LE(e.backward, e.bound) << GetParam() << " n=" << c.n << " nb=" << c.nb;
 #if HALFSCOPE_HAS_LAPACKE
     EXPECT_LE(e.forward, 2 * kKappaBound * e.bound) << GetParam() << " n=" << c.n;
@@ -140,17 +125,7 @@ TEST_P(CholeskyPolicyTest, FactorsWithinBoundsOfPrecisionsUsed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BuiltIns, CholeskyPolicyTest,
-                         ::testing::Values("uniform:DP", "uniform:SP", "uniform:TF32",
-                                           "uniform:HP1", "uniform:HP2", "uniform:HP3",
-                                           "uniform:BF16", "band:SP=2,HP1=rest",
-                                           "band:SP=1,HP3=rest", "adaptive:tol=1e-6",
-                                           "adaptive:tol=1e-3"),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) {
-                           std::string name;
-                           for (const char ch : param_info.param)
-                             name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return name;
-                         });
+                         ::testing::ValuesIn(test::builtin_policies()), test::policy_test_name);
 
 TEST(Cholesky, LowPrecisionPoliciesAreLessAccurateThanSP) {
   // Guards against a policy being silently ignored: HP1 GEMMs must cost accuracy. Only the GEMM
@@ -158,7 +133,7 @@ TEST(Cholesky, LowPrecisionPoliciesAreLessAccurateThanSP) {
   // (the loops used without BLAS) at n = 300, so 4x detects a skipped rounding with margin.
   CholeskyOptions sp, hp1;
   hp1.policy = parse_policy("uniform:HP1");
-  const std::vector<double> a = kms(300, 1.0);
+  const std::vector<double> a = test::kms(300, kRho, 1.0);
   EXPECT_GT(factor_and_measure(a, 300, 64, hp1).backward,
             4 * factor_and_measure(a, 300, 64, sp).backward);
 }
@@ -166,7 +141,8 @@ TEST(Cholesky, LowPrecisionPoliciesAreLessAccurateThanSP) {
 TEST(Cholesky, TileCountsMatchPolicy) {
   CholeskyOptions opts;
   opts.policy = parse_policy("band:SP=2,HP1=rest");
-  TileMatrix t = tiled(kms(300, 1.0), 300, 64);  // NT = 5: distances 1..4 hold 4, 3, 2, 1 tiles
+  TileMatrix t = test::tiled(test::kms(300, kRho, 1.0), 300,
+                             64);  // NT = 5: distances 1..4 hold 4, 3, 2, 1 tiles
   const CholeskyReport r = cholesky_tiles(t, opts);
   EXPECT_EQ(r.count(GemmVariant::SP), 7);
   EXPECT_EQ(r.count(GemmVariant::HP1), 3);
@@ -175,8 +151,8 @@ TEST(Cholesky, TileCountsMatchPolicy) {
   // Adaptive: the counts are what the rule gives on the input's norms, recomputed here.
   opts.policy = parse_policy("adaptive:tol=1e-4");
   const std::int64_t n = 300, nb = 64, nt = 5;
-  const std::vector<double> a = kms(n, 1.0);
-  TileMatrix u = tiled(a, n, nb);
+  const std::vector<double> a = test::kms(n, kRho, 1.0);
+  TileMatrix u = test::tiled(a, n, nb);
   std::vector<double> norm2(static_cast<std::size_t>(nt * nt), 0.0);
   double total = 0.0;
   for (std::int64_t i = 0; i < n; ++i)
@@ -202,13 +178,13 @@ TEST(Cholesky, TileCountsMatchPolicy) {
 }
 
 TEST(Cholesky, NotPositiveDefiniteNamesTileAndPolicy) {
-  std::vector<double> a = kms(300, 1.0);
+  std::vector<double> a = test::kms(300, kRho, 1.0);
   a[static_cast<std::size_t>(200 * 300 + 200)] = -1.0;  // minors of order <= 200 stay SPD
   for (const bool recover : {false, true}) {
     CholeskyOptions opts;
     opts.policy = parse_policy("band:SP=1,HP1=rest");
     opts.recover = recover;  // promotion cannot help a matrix that is not SPD
-    TileMatrix t = tiled(a, 300, 64);
+    TileMatrix t = test::tiled(a, 300, 64);
     try {
       (void)cholesky_tiles(t, opts);
       ADD_FAILURE() << "no NotPositiveDefinite";
@@ -225,10 +201,10 @@ TEST(Cholesky, RecoverFinishesFailingHp3Run) {
   // Scale 1e5: the matrix entries exceed 65504, L's entries are about sqrt(1e5) = 316, so their
   // FP16 products overflow (HP3) and so does C in FP16 (HP2); HP1 (FP32 C) works.
   const std::int64_t n = 300, nb = 64;
-  const std::vector<double> a = kms(n, 1e5);
+  const std::vector<double> a = test::kms(n, kRho, 1e5);
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP3");
-  TileMatrix t = tiled(a, n, nb);
+  TileMatrix t = test::tiled(a, n, nb);
   EXPECT_THROW((void)cholesky_tiles(t, opts), NumericalError);
 
   opts.recover = true;
@@ -250,7 +226,7 @@ TEST(Cholesky, RecoverFinishesFailingHp3Run) {
 }
 
 TEST(Cholesky, RejectsWrongLayoutDtypeAndMemory) {
-  const Array d = Array::from_values<double>(kms(10, 1.0), {10, 10});
+  const Array d = Array::from_values<double>(test::kms(10, kRho, 1.0), {10, 10});
   TileMatrix full = TileMatrix::from_dense(d, 4, TileFill::full, DType::f32);
   EXPECT_THROW((void)cholesky_tiles(full, {}), InvalidInput);
   TileMatrix f64 = TileMatrix::from_dense(d, 4, TileFill::lower, DType::f64);

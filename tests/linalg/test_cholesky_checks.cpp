@@ -15,34 +15,15 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
 #include "linalg/tile_norms.hpp"
+#include "solve_test_support.hpp"
 
 namespace halfscope::linalg {
 namespace {
 
-// SPD test matrix: A_ij = rho^|i-j| (Kac-Murdock-Szego), row-major n x n.
-std::vector<double> kms(std::int64_t n) {
-  std::vector<double> a(static_cast<std::size_t>(n * n));
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
-      a[static_cast<std::size_t>(i * n + j)] = std::pow(0.9, static_cast<double>(std::abs(i - j)));
-  return a;
-}
-
-TileMatrix tiled(const std::vector<double>& dense, std::int64_t n, std::int64_t nb) {
-  const Array d = Array::from_values<double>(dense, {n, n});
-  return TileMatrix::from_dense(d, nb, TileFill::lower, DType::f32);
-}
-
-// Sets entry (i, j) and its mirror.
-void set_sym(std::vector<double>& a, std::int64_t n, std::int64_t i, std::int64_t j, double v) {
-  a[static_cast<std::size_t>(i * n + j)] = v;
-  a[static_cast<std::size_t>(j * n + i)] = v;
-}
-
 void expect_rejected(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
                      const std::string& tile, const std::string& entry) {
   for (const bool recover : {false, true}) {
-    TileMatrix t = tiled(a, n, nb);
+    TileMatrix t = test::tiled(a, n, nb);
     const Array before = t.storage.clone();
     CholeskyOptions opts;
     opts.policy = parse_policy("uniform:HP1");
@@ -64,34 +45,34 @@ void expect_rejected(const std::vector<double>& a, std::int64_t n, std::int64_t 
 }
 
 TEST(CholeskyChecks, NanOffDiagonalRejectedNamingEntry) {
-  std::vector<double> a = kms(20);
-  set_sym(a, 20, 13, 5, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> a = test::kms(20, 0.9);
+  test::set_sym(a, 20, 13, 5, std::numeric_limits<double>::quiet_NaN());
   expect_rejected(a, 20, 8, "tile (1, 0)", "row 13, column 5");
 }
 
 TEST(CholeskyChecks, InfOnDiagonalRejectedNamingEntry) {
-  std::vector<double> a = kms(20);
-  set_sym(a, 20, 17, 17, std::numeric_limits<double>::infinity());
+  std::vector<double> a = test::kms(20, 0.9);
+  test::set_sym(a, 20, 17, 17, std::numeric_limits<double>::infinity());
   expect_rejected(a, 20, 8, "tile (2, 2)", "row 17, column 17");
 }
 
 TEST(CholeskyChecks, FloatOverflowOfInputRejected) {
   // 1e39 is finite in FP64 but rounds to +Inf in the float32 tiles: the check sees the tiles.
-  std::vector<double> a = kms(20);
-  set_sym(a, 20, 9, 2, 1e39);
+  std::vector<double> a = test::kms(20, 0.9);
+  test::set_sym(a, 20, 9, 2, 1e39);
   expect_rejected(a, 20, 8, "tile (1, 0)", "row 9, column 2");
 }
 
 TEST(CholeskyChecks, NonFiniteDiagonalOfFactorFound) {
-  std::vector<double> a = kms(20);
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, 20, 8)), -1);
+  std::vector<double> a = test::kms(20, 0.9);
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, 20, 8)), -1);
   // An off-diagonal tile is not scanned: in a factor its NaN reaches (i, i) through SYRK.
-  set_sym(a, 20, 12, 3, std::numeric_limits<double>::quiet_NaN());
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, 20, 8)), -1);
-  set_sym(a, 20, 18, 16, -std::numeric_limits<double>::infinity());
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, 20, 8)), 2);
-  set_sym(a, 20, 9, 8, std::numeric_limits<double>::quiet_NaN());
-  EXPECT_EQ(detail::first_non_finite_diagonal(tiled(a, 20, 8)), 1);
+  test::set_sym(a, 20, 12, 3, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, 20, 8)), -1);
+  test::set_sym(a, 20, 18, 16, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, 20, 8)), 2);
+  test::set_sym(a, 20, 9, 8, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(detail::first_non_finite_diagonal(test::tiled(a, 20, 8)), 1);
 }
 
 TEST(CholeskyChecks, RecoverPromotesAllConsumersOfAnOverflowingOperand) {
@@ -102,12 +83,12 @@ TEST(CholeskyChecks, RecoverPromotesAllConsumersOfAnOverflowingOperand) {
   // so at most NT - 1 attempts; one consumer per retry (the old behaviour) needed one attempt
   // per GEMM tile, (NT - 1)(NT - 2) / 2 = 10 here. Their consumers are all tiles (i, j), j >= 1.
   const std::int64_t n = 48, nb = 8, nt = 6;
-  std::vector<double> a = kms(n);
+  std::vector<double> a = test::kms(n, 0.9);
   for (double& x : a) x *= 1e11;
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP1");
   opts.recover = true;
-  TileMatrix t = tiled(a, n, nb);
+  TileMatrix t = test::tiled(a, n, nb);
   const CholeskyReport report = cholesky_tiles(t, opts);
   EXPECT_LE(report.attempts, nt - 1);
   std::cout << "[measured] operand overflow, uniform:HP1 scale 1e11 NT=6: attempts "

@@ -20,9 +20,12 @@
 #   <date>-<gpu>-cholesky.json   tile Cholesky per policy vs cuSOLVER spotrf / dpotrf, and
 #   <date>-<gpu>-tor.json        the reconstructor per policy (HALFSCOPE_BENCH_CHOL=full|quick|
 #                                off, default full); cholesky-summary.txt, their tables
+#   <date>-<gpu>-deconv.json     Tikhonov deconvolution per solver x precision at 37 and 16 dB
+#                                with the CuPy / SciPy CG peers (HALFSCOPE_BENCH_DECONV=full|quick|
+#                                off, default full); deconv-summary.txt, its tables
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
 # reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO /
-# HALFSCOPE_BENCH_CHOL
+# HALFSCOPE_BENCH_CHOL / HALFSCOPE_BENCH_DECONV
 # pick the sweeps (below); HALFSCOPE_CHECK_TARGETS builds only the named targets and
 # HALFSCOPE_CHECK_TESTS (a ctest -R regex) runs only the matching GPU tests, for short sessions;
 # HALFSCOPE_COMMIT names the commit where the copy has no .git.
@@ -48,7 +51,7 @@ other_failed=0
 note() { echo "$*" | tee -a "$summary"; }
 
 # A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
-for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL; do
+for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL HALFSCOPE_BENCH_DECONV; do
   case "${!knob:-full}" in
     full | quick | off) ;;
     *)
@@ -283,6 +286,33 @@ if [ -x "$cli" ]; then
         --json "$2-tor.json" >> "$3"' "$cli" "$tor_systems" "$chol_json" \
         "$results/cholesky-summary.txt"; then
       tee -a "$summary" < "$results/cholesky-summary.txt"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+  fi
+
+  # Radio deconvolution (issue 7): HALFSCOPE_BENCH_DECONV=full (default) | quick | off. full: the
+  # study's 2048 x 2048 MeerKAT observation at 37 and 16 dB, every solver x precision, 500
+  # iterations, then the CuPy and SciPy CG peers on the dumped inputs; quick: 512 x 512, 400
+  # iterations.
+  deconv_level="${HALFSCOPE_BENCH_DECONV:-full}"
+  if [ "$deconv_level" != off ]; then
+    deconv_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-deconv.json"
+    deconv_inputs="$build/deconv-inputs"
+    deconv_size=2048
+    deconv_iterations=500
+    if [ "$deconv_level" = quick ]; then
+      deconv_size=512
+      deconv_iterations=400
+    fi
+    : > "$results/deconv-summary.txt"
+    if step "bench deconv" "$log" sh -c '"$0" bench deconv --device cuda --size "$1" \
+        --iterations "$2" --dump "$3" -o "$4" >> "$5"' "$cli" "$deconv_size" \
+        "$deconv_iterations" "$deconv_inputs" "$deconv_json" "$results/deconv-summary.txt" &&
+      step "deconv peers" "$log" python3 "$repo/bench/peers/deconv_peers.py" \
+        --inputs "$deconv_inputs" --report "$deconv_json"; then
+      tee -a "$summary" < "$results/deconv-summary.txt"
     else
       other_failed=1
       tail -5 "$log" | tee -a "$summary"

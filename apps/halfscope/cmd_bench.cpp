@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "deconv_cli.hpp"
 #include "halfscope/bench/ceilings.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
@@ -118,6 +119,7 @@ void register_bench(CLI::App& app, Globals& g) {
   register_bench_mfilter(*bench, g);
   register_bench_covariance(*bench, g);
   register_bench_cholesky(*bench, g);
+  register_bench_deconv(*bench, g);
 }
 
 }  // namespace halfscope::cli

@@ -21,6 +21,8 @@
 
 namespace halfscope::cli {
 
+void register_simulate_radio(CLI::App& sim, Globals& g);  // cmd_simulate_radio.cpp: psf, sky, ...
+
 namespace {
 
 struct SeismicCliOptions {
@@ -216,6 +218,8 @@ void register_simulate(CLI::App& app, Globals& g) {
       ->capture_default_str();
   as->add_option("-o,--output", ao_options->output, "output file (JSON)")->required();
   as->callback([&g, ao_options] { run_simulate_ao_system(g, *ao_options); });
+
+  register_simulate_radio(*sim, g);
 }
 
 }  // namespace halfscope::cli

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cli.hpp"
+#include "deconv_cli.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   cli::register_simulate(app, globals);
   cli::register_ao(app, globals);
   cli::register_cholesky(app, globals);
+  cli::register_deconv(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);
 

@@ -1,0 +1,315 @@
+// The one-backend solvers (fixed, optimal, backtracking, CG), half-then-float, and the dispatch
+// of run_solver (split lives in solvers_split.cpp). Conventions in solvers.hpp.
+#include "deconv/solvers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "halfscope/core/error.hpp"
+
+namespace halfscope::deconv::detail {
+
+Array image_of(Backend& b, Vec v) {
+  return b.view(v).to(Memory::host).astype(DType::f64);
+}
+
+double scaled_normal(Backend& b, Vec x, Vec tmp, Vec out, double norm_q) {
+  if (storage_dtype(b.precision()) != DType::f16) {
+    b.normal(x, out);
+    return 1.0;
+  }
+  const double m = b.max_abs(x);
+  if (m == 0) {
+    b.normal(x, out);
+    return 1.0;
+  }
+  // x / e has max 2^-t with 2^t ~ sqrt(||Q||): Q (x / e) then peaks near sqrt(||Q||) too, both
+  // far inside FP16's range (6e-5 .. 65504) for any ||Q|| < 2^30.
+  const int t = static_cast<int>(std::floor(std::log2(std::max(norm_q, 1.0)) / 2));
+  int ex = 0;
+  const double fr = std::frexp(m, &ex);
+  // Clamped to [2^-14, 2^14] so that 1 / e is itself a normal FP16 number (half rounds its
+  // scalars to FP16).
+  const double e = std::ldexp(1.0, std::clamp((fr == 0.5 ? ex - 1 : ex) + t, -14, 14));
+  b.axpby(1.0 / e, x, 0.0, tmp);
+  b.normal(tmp, out);
+  return e;
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+/// One phase on one backend: f (the iterate, already set) and b = H^T g.
+struct Phase {
+  Backend& b;
+  Tracer& tracer;
+  const SolverSetup& setup;
+  std::string name;
+  std::int64_t& it;    // operator iterations done, over every phase
+  std::int64_t limit;  // the phase ends when `it` reaches this
+  Vec f, rhs;
+  bool record_start;  // record the row of the starting image
+
+  bool record(double criterion, double step) {
+    return tracer.record(it, name, criterion, step, [&] { return image_of(b, f); });
+  }
+  /// k = Q f - b.
+  void gradient(Vec k) {
+    b.normal(f, k);
+    b.axpby(-1.0, rhs, 1.0, k);
+  }
+  double scaled_normal(Vec x, Vec tmp, Vec out) {
+    return detail::scaled_normal(b, x, tmp, out, setup.lipschitz / 2);
+  }
+};
+
+struct Ending {
+  StopReason stop = StopReason::Iterations;
+  std::string detail;
+};
+
+Ending target(const Phase& p) {
+  return {StopReason::TargetReached,
+          "target distance reached at iteration " + std::to_string(p.it)};
+}
+
+Ending fixed(Phase& p) {
+  if (p.record_start && p.record(kNaN, kNaN)) return target(p);
+  const Vec k = p.b.create();
+  const double alpha = p.setup.step;
+  while (p.it < p.limit) {
+    p.gradient(k);
+    p.b.axpby(-2.0 * alpha, k, 1.0, p.f);
+    ++p.it;
+    if (p.record(kNaN, alpha)) return target(p);
+  }
+  return {};
+}
+
+Ending optimal(Phase& p) {
+  if (p.record_start && p.record(kNaN, kNaN)) return target(p);
+  const Vec k = p.b.create(), q = p.b.create(), tmp = p.b.create();
+  p.gradient(k);
+  std::int64_t since = 0;
+  while (p.it < p.limit) {
+    if (since == kResidualRefresh) {  // the recursive k drifts from Q f - b in low precision
+      p.gradient(k);
+      since = 0;
+    }
+    const double e = p.scaled_normal(k, tmp, q);  // q = Q k / e
+    const double kk = p.b.dot(k, k), kq = e * p.b.dot(k, q);
+    if (kk == 0)
+      return {StopReason::Converged, "optimal: zero gradient at iteration " + std::to_string(p.it)};
+    if (!(kq > 0))
+      return {StopReason::Stalled, "optimal: k.Qk = " + fmt(kq) + " is not positive at iteration " +
+                                       std::to_string(p.it + 1) + " (the precision is exhausted)"};
+    const double move = kk / kq;
+    p.b.axpby(-move, k, 1.0, p.f);
+    p.b.axpby(-move * e, q, 1.0, k);
+    ++p.it;
+    ++since;
+    if (p.record(kNaN, move / 2)) return target(p);
+  }
+  return {};
+}
+
+Ending backtracking(Phase& p) {
+  const Vec k = p.b.create();
+  Vec trial = p.b.create();
+  double J = p.b.criterion(p.f);
+  if (p.record_start && p.record(J, kNaN)) return target(p);
+  p.gradient(k);
+  const double first = p.setup.step;
+  const int retries = p.setup.options.backtrack_retries;
+  double last = first;
+  while (p.it < p.limit) {
+    double alpha = std::min(2 * last, first);
+    bool accepted = false;
+    double Jt = 0;
+    for (int halvings = 0;; ++halvings) {
+      p.b.copy(p.f, trial);
+      p.b.axpby(-2.0 * alpha, k, 1.0, trial);
+      Jt = p.b.criterion(trial);
+      if (Jt < J) {  // strict: an equal or larger J (or NaN) is never accepted
+        accepted = true;
+        break;
+      }
+      if (halvings == retries) break;
+      alpha /= 2;
+    }
+    if (!accepted)
+      return {StopReason::Stalled, "backtracking: no decrease after " + std::to_string(retries) +
+                                       " halvings at iteration " + std::to_string(p.it + 1)};
+    std::swap(p.f, trial);
+    J = Jt;
+    last = alpha;
+    p.gradient(k);
+    ++p.it;
+    if (p.record(J, alpha)) return target(p);
+  }
+  return {};
+}
+
+Ending cg(Phase& p) {
+  if (p.record_start && p.record(kNaN, kNaN)) return target(p);
+  Backend& b = p.b;
+  const Vec r = b.create(), d = b.create(), q = b.create(), tmp = b.create();
+  auto true_residual = [&] {  // r = b - Q f
+    b.normal(p.f, q);
+    b.copy(p.rhs, r);
+    b.axpby(-1.0, q, 1.0, r);
+  };
+  true_residual();
+  b.copy(r, d);
+  double rr = b.dot(r, r);
+  // The residual an iterate can reach in this arithmetic: ||b - Q f|| ~ u (||b|| + ||Q|| ||f||),
+  // ||Q|| <= L / 2. Below 4 times that (on the explicitly recomputed residual) nothing is left;
+  // CG run on past it diverges (FP32 went from 5e-6 back to 1.6 of ||f*||). With FP16 storage
+  // (half, mixed) this bound is too loose to be a stopping rule (it stopped mixed at 4e-2 of
+  // ||f*|| where 9e-3 was within reach): those runs stop on divergence instead (below).
+  const bool fp16 = storage_dtype(b.precision()) == DType::f16;
+  const double u = compute_unit_roundoff(b.precision());
+  const double norm_b = std::sqrt(b.dot(p.rhs, p.rhs)), norm_q = p.setup.lipschitz / 2;
+  double norm_f = 0;  // refreshed with every true residual
+  auto at_floor = [&](double r2) {
+    const double floor = 4 * u * (norm_b + norm_q * norm_f);
+    return !fp16 && r2 <= floor * floor;
+  };
+  // FP16-stored residuals drift within tens of iterations: refresh them more often.
+  const std::int64_t refresh = fp16 ? kResidualRefreshFp16 : kResidualRefresh;
+  const Vec best = b.create();  // the iterate with the smallest true residual so far
+  b.copy(p.f, best);
+  double best_rr = rr;
+  std::int64_t best_it = p.it, since = 0;
+  if (rr == 0) return {StopReason::Converged, "cg: zero residual at the start"};
+  while (p.it < p.limit) {
+    const double e = p.scaled_normal(d, tmp, q);  // q = Q d / e
+    const double dq = e * b.dot(d, q);
+    if (!(dq > 0))
+      return {StopReason::Stalled, "cg: p.Qp = " + fmt(dq) + " is not positive at iteration " +
+                                       std::to_string(p.it + 1) + " (the precision is exhausted)"};
+    const double alpha = rr / dq;
+    b.axpby(alpha, d, 1.0, p.f);
+    ++p.it;
+    double rn = 0, beta = 0;
+    bool check = ++since == refresh;
+    if (!check) {
+      b.axpby(-alpha * e, q, 1.0, r);
+      rn = b.dot(r, r);
+      check = at_floor(rn);
+    }
+    if (check) {  // replace the recursive residual by the true one
+      true_residual();
+      rn = b.dot(r, r);
+      norm_f = std::sqrt(b.dot(p.f, p.f));
+      since = 0;
+      // CG's residual norm need not fall monotonically, but a fourfold growth of its square
+      // since the best iterate is divergence: rounding has broken the recursion.
+      if (rn > 4 * best_rr) {
+        b.copy(best, p.f);
+        return {StopReason::Stalled,
+                "cg: the true residual grew from " + fmt(std::sqrt(best_rr)) + " to " +
+                    fmt(std::sqrt(rn)) + " by iteration " + std::to_string(p.it) +
+                    " (the precision is exhausted); the image is the iterate of iteration " +
+                    std::to_string(best_it)};
+      }
+      if (rn < best_rr) {
+        best_rr = rn;
+        best_it = p.it;
+        b.copy(p.f, best);
+      }
+      if (rn == 0 || at_floor(rn))
+        return {StopReason::Converged, "cg: residual at the rounding level of " +
+                                           std::string(precision_name(b.precision())) +
+                                           " at iteration " + std::to_string(p.it)};
+      // A true residual larger than the recursive one it replaces: the recursion had drifted
+      // and beta = rn / rr would blow the direction up, so CG restarts from it.
+      beta = rn > rr ? 0.0 : rn / rr;
+    } else {
+      beta = rn / rr;
+    }
+    b.axpby(1.0, r, beta, d);
+    rr = rn;
+    if (p.record(kNaN, alpha)) return target(p);
+  }
+  return {};
+}
+
+Ending run_phase(Solver s, Phase& p) {
+  switch (s) {
+    case Solver::Fixed:
+      return fixed(p);
+    case Solver::Optimal:
+      return optimal(p);
+    case Solver::Backtracking:
+      return backtracking(p);
+    case Solver::CG:
+      return cg(p);
+    default:
+      throw InvalidInput("deconvolve: solver " + std::string(solver_name(s)) +
+                         " has no iterative phase");
+  }
+}
+
+SolverOutcome run_single(const SolverSetup& setup, Tracer& tracer, std::int64_t& it) {
+  const DeconvOptions& o = setup.options;
+  const bool htf = o.solver == Solver::HalfThenFloat;
+  auto first = setup.make_backend(htf ? Precision::Half : o.precision);
+  tracer.watch(first.get());
+  Phase p{*first, tracer,       setup,           std::string(precision_name(first->precision())),
+          it,     o.iterations, first->create(), first->create(),
+          true};
+  first->rhs(p.rhs);
+  if (!htf) {
+    const Ending e = run_phase(o.solver, p);
+    if (!tracer.recorded(it))
+      p.tracer.record(
+          it, p.name, kNaN, kNaN, [&] { return image_of(p.b, p.f); }, true);
+    return {image_of(*first, p.f), e.stop, e.detail, it};
+  }
+  // Half then float: backtracking in half until it stalls or its share of iterations passes,
+  // then the optimal step in single from the half result.
+  p.limit = o.half_iterations > 0 ? std::min(o.half_iterations, o.iterations) : o.iterations / 2;
+  const Ending e1 = backtracking(p);
+  if (e1.stop == StopReason::TargetReached) return {image_of(*first, p.f), e1.stop, e1.detail, it};
+  auto second = setup.make_backend(Precision::Single);
+  tracer.watch(second.get());
+  Phase s{*second,          tracer,           setup, "single", it, o.iterations,
+          second->create(), second->create(), false};
+  second->rhs(s.rhs);
+  second->assign(first->view(p.f), 1.0, 0.0, s.f);
+  Ending e2 = optimal(s);
+  if (!tracer.recorded(it))
+    tracer.record(
+        it, s.name, kNaN, kNaN, [&] { return image_of(s.b, s.f); }, true);
+  if (e1.stop == StopReason::Stalled)
+    e2.detail = "half phase: " + e1.detail + (e2.detail.empty() ? "" : "; ") + e2.detail;
+  return {image_of(*second, s.f), e2.stop, e2.detail, it};
+}
+
+}  // namespace
+
+SolverOutcome run_solver(const SolverSetup& setup, Tracer& tracer) {
+  std::int64_t it = 0;
+  try {
+    const bool split = setup.options.precision == Precision::Split &&
+                       setup.options.solver != Solver::HalfThenFloat;  // fixed precisions
+    return split ? run_split(setup, tracer, it) : run_single(setup, tracer, it);
+  } catch (const NumericalError& e) {
+    throw NumericalError(std::string(e.what()) + " (" +
+                         std::string(solver_name(setup.options.solver)) + ", iteration " +
+                         std::to_string(it + 1) + ")");
+  }
+}
+
+}  // namespace halfscope::deconv::detail

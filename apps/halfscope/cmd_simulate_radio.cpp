@@ -3,6 +3,7 @@
 // cards (and the command as HISTORY), so a dirty image says which noise sigma it holds.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -104,6 +105,9 @@ struct PsfCli {
 void run_psf(const Globals& g, PsfCli& c) {
   check_array_output(c.output, "-o", true);
   if (!c.uv_out.empty()) check_array_output(c.uv_out, "--uv-out", false);
+  if (!c.uv_out.empty() &&
+      std::filesystem::weakly_canonical(c.uv_out) == std::filesystem::weakly_canonical(c.output))
+    throw InvalidInput("--uv-out " + c.uv_out + ": the same file as -o; expected another path");
   c.o.rows = c.size.r();
   c.o.cols = c.size.c();
   c.o.weighting = sim::parse_weighting(c.weighting);

@@ -40,7 +40,8 @@ namespace halfscope::deconv {
 ///  Backtracking:  halves alpha until J decreases; the run stops after `backtrack_retries`
 ///                 consecutive halvings fail (the study's rule), reporting a stall.
 ///  HalfThenFloat: backtracking in `half` until it stalls or `half_iterations` pass, then the
-///                 optimal step in `single` from its result (the study's "half then float").
+///                 optimal step in `single` from its result (the study's "half then float");
+///                 `precision` does not change it (its phases fix theirs).
 ///  CG:            conjugate gradient on the normal equations Q f = H^T g.
 ///  Wiener:        the exact minimiser (circular: one FFT filter; zero boundary: FP64 CG to a
 ///                 relative residual of 1e-12); the accuracy reference of every other solver.

@@ -201,7 +201,12 @@ DeconvBenchResult run_deconv_bench(const DeconvBenchOptions& o) {
     const std::size_t first = out.report.cases.size();
     const std::string tag = detail::snr_tag(snr);
     for (const deconv::Solver s : o.solvers)
-      for (const Precision p : o.precisions) {
+      for (const Precision swept : o.precisions) {
+        // half-then-float runs half then single whatever the precision: one case, labelled half,
+        // not one identical copy per swept precision.
+        const bool htf = s == deconv::Solver::HalfThenFloat;
+        if (htf && swept != o.precisions.front()) continue;
+        const Precision p = htf ? Precision::Half : swept;
         const std::string label =
             std::string(deconv::solver_name(s)) + " in " + std::string(precision_name(p));
         BenchCase c = base_case(o, in, k, device, s, p);

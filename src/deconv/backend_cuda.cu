@@ -49,7 +49,7 @@ struct MaxAbsTerm {
   __device__ void operator()(std::int64_t k, cudak::Acc<typename P::S>& acc) const {
     const auto v = static_cast<typename P::S>(cudak::to_double(x[k]));
     const auto a = v < 0 ? -v : v;
-    if (a > acc.v[0]) acc.v[0] = a;
+    if (a != a || a > acc.v[0]) acc.v[0] = a;  // keeps a NaN: never a max of 0 for a NaN vector
   }
   __device__ void finish(const cudak::Acc<typename P::S>& acc, double* out) const {
     out[0] = static_cast<double>(acc.v[0]);

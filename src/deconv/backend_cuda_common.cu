@@ -120,6 +120,9 @@ void throw_if_overflow(Precision p, const cudak::DeviceBox& box, cudak::DeviceBo
   std::memcpy(&largest, &box.status.largest_bits, sizeof(largest));
   char value[32];
   std::snprintf(value, sizeof(value), "%.2g", static_cast<double>(largest));
+  if (storage_dtype(p) != DType::f16)  // FP32 / FP64 storage: only inf or NaN is reported
+    throw NumericalError(std::string(precision_name(p)) + ": " + op_name(box.status.op) +
+                         " produced a non-finite value (" + value + ")");
   throw NumericalError(std::string(precision_name(p)) + ": " + op_name(box.status.op) +
                        " overflowed FP16 (largest " + value +
                        "; FP16 holds magnitudes up to 65504)");

@@ -145,6 +145,7 @@ __device__ inline double scale_pow2(double v, float p2) {
 
 /// Records an FP16 overflow of operation `op` with magnitude `m`.
 __device__ inline void report_overflow(DeviceStatus* s, unsigned op, float m) {
+  if (s == nullptr) return;  // the FP64 evaluator's kernels carry no status
   atomicCAS(&s->op, 0u, op);
   atomicMax(&s->largest_bits, __float_as_uint(isnan(m) ? __int_as_float(0x7f800000) : fabsf(m)));
 }
@@ -160,6 +161,9 @@ __device__ inline T store(A v, DeviceStatus* s, unsigned op) {
     if (!(fabsf(v) < 65520.0f)) report_overflow(s, op, v);
     return __float2half_rn(v);
   } else {
+    // FP32 / FP64 storage: an inf or NaN result (overflowed FP32, or NaN from upstream) is
+    // reported like an FP16 overflow, never stored silently.
+    if (!isfinite(v)) report_overflow(s, op, static_cast<float>(v));
     return static_cast<T>(v);
   }
 }

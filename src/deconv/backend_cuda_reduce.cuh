@@ -31,7 +31,8 @@ __global__ void reduce_kernel(std::int64_t n, F f, Acc<S>* partials, DeviceBox* 
   __syncthreads();
   const auto combine = [](Acc<S>& a, const Acc<S>& b) {
     for (int c = 0; c < 3; ++c)
-      a.v[c] = kMax ? (a.v[c] > b.v[c] ? a.v[c] : b.v[c]) : a.v[c] + b.v[c];
+      // Max keeps a NaN (b != b) so a NaN vector never reads as max 0.
+      a.v[c] = kMax ? ((b.v[c] != b.v[c] || b.v[c] > a.v[c]) ? b.v[c] : a.v[c]) : a.v[c] + b.v[c];
   };
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (static_cast<int>(threadIdx.x) < stride)
@@ -67,6 +68,11 @@ __global__ void reduce_kernel(std::int64_t n, F f, Acc<S>* partials, DeviceBox* 
 
 /// Maxima of |a| (rows x cols, row stride lda), |b| and |c| (contiguous; null: 0) into
 /// result[0..2], exact.
+/// max that propagates NaN (fmax drops it): a NaN vector's max is NaN, not its finite part's.
+__device__ inline double nan_max(double acc, double v) {
+  return (v != v || v > acc) ? v : acc;
+}
+
 template <class T>
 struct MaxTerm {
   const T* a;
@@ -74,9 +80,9 @@ struct MaxTerm {
   const T* b;
   const T* c;
   __device__ void operator()(std::int64_t k, Acc<double>& acc) const {
-    acc.v[0] = fmax(acc.v[0], fabs(to_double(a[window_index(k, cols, lda)])));
-    if (b) acc.v[1] = fmax(acc.v[1], fabs(to_double(b[k])));
-    if (c) acc.v[2] = fmax(acc.v[2], fabs(to_double(c[k])));
+    acc.v[0] = nan_max(acc.v[0], fabs(to_double(a[window_index(k, cols, lda)])));
+    if (b) acc.v[1] = nan_max(acc.v[1], fabs(to_double(b[k])));
+    if (c) acc.v[2] = nan_max(acc.v[2], fabs(to_double(c[k])));
   }
   __device__ void finish(const Acc<double>& acc, double* out) const {
     for (int c2 = 0; c2 < 3; ++c2) out[c2] = acc.v[c2];

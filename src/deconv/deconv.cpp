@@ -97,6 +97,11 @@ detail::Problem make_problem(const Array& dirty, const Array& psf, double lambda
 
 /// Throws for lambda = 0 with a numerically singular H^T H (a zero of the PSF spectrum).
 void check_singular(const detail::Problem& p, double max_h, double min_h, const char* who) {
+  // The cropped (zero-boundary) operator has H^T H singular whatever the spectrum on its padded
+  // grid says (the pixels it never sees), so lambda must regularise it.
+  if (p.lambda == 0 && p.boundary == Boundary::Zero)
+    throw InvalidInput(std::string(who) +
+                       ": lambda = 0 with the zero boundary leaves H^T H singular; use lambda > 0");
   // |h^|^2 below 2^-52 max|h^|^2: the FP64 spectrum of an exactly zero frequency.
   if (p.lambda == 0 && min_h * min_h <= 0x1p-52 * max_h * max_h)
     throw InvalidInput(std::string(who) + ": lambda = 0 needs a PSF spectrum without zeros, but " +
@@ -110,6 +115,10 @@ void check_options(const DeconvOptions& o, double lipschitz) {
   if (std::find(ps.begin(), ps.end(), o.precision) == ps.end())
     bad("precision " + std::string(precision_name(o.precision)) + " is not supported; expected " +
         precision_list(ps));
+  if (o.solver == Solver::HalfThenFloat && o.precision != Precision::Half &&
+      o.precision != Precision::Single)
+    bad("half-then-float runs half, then single: precision must be half or single, got " +
+        std::string(precision_name(o.precision)));
   if (o.iterations < 0) bad("iterations must be >= 0, got " + std::to_string(o.iterations));
   if (o.backtrack_retries < 0)
     bad("backtrack_retries must be >= 0, got " + std::to_string(o.backtrack_retries));
@@ -165,9 +174,14 @@ std::unique_ptr<detail::Evaluator> evaluator_for(const detail::Problem& p, const
 /// "converged" on a residual at rounding level while its forward error is up to kappa u.
 void warn_condition(DeconvResult& result, const DeconvOptions& o, double max_h, double min_h,
                     double lambda) {
-  result.condition = (max_h * max_h + lambda) / (min_h * min_h + lambda);
+  // Circular: Q's eigenvalues are |h^|^2 + lambda. Zero boundary: the cropped H^T H is not
+  // bounded below by min |h^|^2 on the padded grid, only by 0, so lambda is the floor.
+  const double floor = o.boundary == Boundary::Zero ? lambda : min_h * min_h + lambda;
+  result.condition = (max_h * max_h + lambda) / floor;
   const bool fp32 = o.solver == Solver::HalfThenFloat || o.precision == Precision::Split;
-  const Precision working = fp32 ? Precision::Single : o.precision;
+  const Precision working = o.solver == Solver::Wiener ? Precision::Double
+                            : fp32                     ? Precision::Single
+                                                       : o.precision;
   const double u = storage_unit_roundoff(working);
   if (result.condition * u <= 0.01) return;
   result.stop_detail +=
@@ -203,7 +217,9 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
 
   Array exact;
   const bool wiener = options.solver == Solver::Wiener;
-  if (wiener || options.trace_distance || options.target_distance > 0) {
+  // f* only where something reads it: a distance in the trace, a target, or Wiener itself.
+  if (wiener || options.target_distance > 0 ||
+      (options.trace_distance && options.trace_every > 0)) {
     const auto t0 = std::chrono::steady_clock::now();
     exact = detail::exact_solution(p, device, make);
     result.exact_ms =
@@ -220,6 +236,7 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
     result.stop_detail = "exact solution (" + std::string(boundary_name(p.boundary)) +
                          (p.boundary == Boundary::Circular ? ": Wiener filter)" : ": FP64 CG)");
     result.solver_ms = result.exact_ms;
+    warn_condition(result, options, max_h, min_h, p.lambda);
     if (evaluator && options.trace_every > 0) {
       const detail::Evaluation e = evaluator->evaluate(exact);
       result.trace.push_back({0, "double", e.criterion, std::numeric_limits<double>::quiet_NaN(),

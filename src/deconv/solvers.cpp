@@ -85,13 +85,29 @@ Ending target(const Phase& p) {
 
 Ending fixed(Phase& p) {
   if (p.record_start && p.record(kNaN, kNaN)) return target(p);
-  const Vec k = p.b.create();
+  const Vec k = p.b.create(), prev = p.b.create();
   const double alpha = p.setup.step;
+  p.b.copy(p.f, prev);
+  std::int64_t since = 0;
   while (p.it < p.limit) {
     p.gradient(k);
     p.b.axpby(-2.0 * alpha, k, 1.0, p.f);
     ++p.it;
     if (p.record(kNaN, alpha)) return target(p);
+    // In FP16 the steps can fall below half an ulp of f: f stops moving and the run would spin
+    // to its limit. Compared every kResidualRefresh iterations (an exact difference: zero only
+    // for equal values), such a run ends as a stall.
+    if (++since == kResidualRefresh) {
+      since = 0;
+      p.b.axpby(-1.0, p.f, 1.0, prev);
+      if (p.b.max_abs(prev) == 0)
+        return {StopReason::Stalled, "fixed: the image has not changed in " +
+                                         std::to_string(kResidualRefresh) +
+                                         " iterations (steps below the precision's resolution) "
+                                         "at iteration " +
+                                         std::to_string(p.it)};
+      p.b.copy(p.f, prev);
+    }
   }
   return {};
 }
@@ -139,7 +155,13 @@ Ending backtracking(Phase& p) {
     for (int halvings = 0;; ++halvings) {
       p.b.copy(p.f, trial);
       p.b.axpby(-2.0 * alpha, k, 1.0, trial);
-      Jt = p.b.criterion(trial);
+      try {
+        Jt = p.b.criterion(trial);
+      } catch (const NumericalError&) {
+        // A trial step that overflows FP16 is a step too long, not the end of the run: the
+        // study's rule halves it (the backend has dropped the pending overflow when throwing).
+        Jt = std::numeric_limits<double>::infinity();
+      }
       if (Jt < J) {  // strict: an equal or larger J (or NaN) is never accepted
         accepted = true;
         break;
@@ -275,13 +297,17 @@ SolverOutcome run_single(const SolverSetup& setup, Tracer& tracer, std::int64_t&
     if (!tracer.recorded(it))
       p.tracer.record(
           it, p.name, kNaN, kNaN, [&] { return image_of(p.b, p.f); }, true);
+    tracer.stop();
     return {image_of(*first, p.f), e.stop, e.detail, it};
   }
   // Half then float: backtracking in half until it stalls or its share of iterations passes,
   // then the optimal step in single from the half result.
   p.limit = o.half_iterations > 0 ? std::min(o.half_iterations, o.iterations) : o.iterations / 2;
   const Ending e1 = backtracking(p);
-  if (e1.stop == StopReason::TargetReached) return {image_of(*first, p.f), e1.stop, e1.detail, it};
+  if (e1.stop == StopReason::TargetReached) {
+    tracer.stop();
+    return {image_of(*first, p.f), e1.stop, e1.detail, it};
+  }
   auto second = setup.make_backend(Precision::Single);
   tracer.watch(second.get());
   Phase s{*second,          tracer,           setup, "single", it, o.iterations,
@@ -294,6 +320,7 @@ SolverOutcome run_single(const SolverSetup& setup, Tracer& tracer, std::int64_t&
         it, s.name, kNaN, kNaN, [&] { return image_of(s.b, s.f); }, true);
   if (e1.stop == StopReason::Stalled)
     e2.detail = "half phase: " + e1.detail + (e2.detail.empty() ? "" : "; ") + e2.detail;
+  tracer.stop();
   return {image_of(*second, s.f), e2.stop, e2.detail, it};
 }
 
@@ -304,7 +331,15 @@ SolverOutcome run_solver(const SolverSetup& setup, Tracer& tracer) {
   try {
     const bool split = setup.options.precision == Precision::Split &&
                        setup.options.solver != Solver::HalfThenFloat;  // fixed precisions
-    return split ? run_split(setup, tracer, it) : run_single(setup, tracer, it);
+    SolverOutcome out = split ? run_split(setup, tracer, it) : run_single(setup, tracer, it);
+    // Backends report non-finite results of the operations they check; this catches any other
+    // path (fixed steps compute no scalar), so a NaN image is never returned as a result.
+    const double* v = out.image.data_as<double>();
+    for (std::int64_t k = 0; k < out.image.size(); ++k)
+      if (!std::isfinite(v[k]))
+        throw NumericalError("the final image holds a non-finite value at pixel " +
+                             std::to_string(k) + " (" + std::to_string(v[k]) + ")");
+    return out;
   } catch (const NumericalError& e) {
     throw NumericalError(std::string(e.what()) + " (" +
                          std::string(solver_name(setup.options.solver)) + ", iteration " +

@@ -42,6 +42,11 @@ class Tracer {
     return !rows_.empty() && rows_.back().iteration == iteration;
   }
 
+  /// Stops the clock for good (pauses when running): the result's copy-out is not solver time.
+  void stop() {
+    if (running_) pause();
+  }
+
  private:
   void pause();
   void resume();

@@ -78,6 +78,8 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
     S.copy(b, r);
     S.axpby(-1.0, t, 1.0, r);
     const double m = S.max_abs(r);
+    if (!std::isfinite(m))  // a NaN residual must not read as "converged" below
+      throw NumericalError("split: the FP32 residual is not finite at a reliable update");
     const double floor = 2 * u32 * (norm_b + norm_q * std::sqrt(S.dot(f, f)));
     floor_updates = std::sqrt(S.dot(r, r)) <= floor ? floor_updates + 1 : 0;
     if (m == 0 || floor_updates == 2) return 0;
@@ -90,6 +92,7 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
   auto finish = [&](StopReason stop, std::string detail) {
     if (!tracer.recorded(it)) tracer.record(it, "split", kNaN, kNaN, iterate, true);
     S.assign(M.view(d), s, 1.0, f);
+    tracer.stop();  // the copy-out of the result is not solver time
     return SolverOutcome{image_of(S, f), stop, std::move(detail), it};
   };
   auto converged = [&] {
@@ -194,8 +197,12 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
       for (int halvings = 0;; ++halvings) {
         M.copy(d, trial);
         M.axpby(-2.0 * alpha, k, 1.0, trial);
-        M.normal(trial, q);
-        Jt = M.dot(trial, q) - 2 * M.dot(trial, rho);
+        try {  // an FP16 overflow in a trial is a step too long: halve it (see solvers.cpp)
+          M.normal(trial, q);
+          Jt = M.dot(trial, q) - 2 * M.dot(trial, rho);
+        } catch (const NumericalError&) {
+          Jt = std::numeric_limits<double>::infinity();
+        }
         if (Jt < Jd) {
           accepted = true;
           break;

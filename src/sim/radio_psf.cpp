@@ -86,6 +86,13 @@ Array uv_samples(const AntennaTable& table, const UvTrackOptions& o) {
   const auto nb = static_cast<std::int64_t>(xyz.size());
   const auto nh = static_cast<std::int64_t>(ha.size());
   const auto nf = static_cast<std::int64_t>(freqs.size());
+  // Each factor is bounded above, their product is not: refuse rather than fail to allocate.
+  const double samples =
+      static_cast<double>(nf) * static_cast<double>(nh) * static_cast<double>(nb);
+  if (samples > 0x1p31)
+    throw InvalidInput("uv samples: channels x integrations x baselines = " + std::to_string(nf) +
+                       " x " + std::to_string(nh) + " x " + std::to_string(nb) +
+                       " exceeds 2^31; use fewer channels or a longer step");
   Array out(DType::f64, {nf * nh * nb, 2});
   double* p = out.data_as<double>();
 #pragma omp parallel for collapse(2) schedule(static)

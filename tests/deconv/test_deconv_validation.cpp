@@ -2,9 +2,11 @@
 // message that names the argument, what was expected and what was found.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numbers>
 #include <string>
 
 #include "deconv_testing.hpp"
@@ -74,6 +76,17 @@ TEST_F(Validation, Lambda) {
   o.lambda = 0;
   expect_error<InvalidInput>([&] { run(p.dirty, h); }, {"lambda = 0", "singular"});
   // The beam's spectrum has no zero on this grid: lambda = 0 is accepted.
+  EXPECT_NO_THROW(run());
+  // ... but not with the zero boundary, whose cropped H^T H is singular whatever the spectrum.
+  o.boundary = Boundary::Zero;
+  expect_error<InvalidInput>([&] { run(); }, {"lambda = 0", "zero boundary", "singular"});
+}
+
+TEST_F(Validation, HalfThenFloatTakesOnlyHalfOrSingle) {
+  o.solver = Solver::HalfThenFloat;
+  o.precision = Precision::Double;
+  expect_error<InvalidInput>([&] { run(); }, {"half-then-float", "half or single", "double"});
+  o.precision = Precision::Half;
   EXPECT_NO_THROW(run());
 }
 
@@ -152,6 +165,71 @@ TEST(DeconvPublic, CriterionAndExactValidateToo) {
   EXPECT_DOUBLE_EQ(
       tikhonov_criterion(p.dirty, p.psf, Array::zeros(DType::f64, {16, 16}), 0.1, Boundary::Zero),
       gg);
+}
+
+// kappa(Q) = (max|h^|^2 + lambda) / (min|h^|^2 + lambda) on the circular grid, lambda the floor
+// on the zero boundary; the warning appears exactly when kappa u > 0.01 for the working precision.
+TEST(DeconvCondition, ReportedAndWarnedFromTheWorkingPrecision) {
+  const test::Problem p = test::make_problem(16, 16, Boundary::Circular);
+  DeconvOptions o{.solver = Solver::CG, .lambda = 0.01, .iterations = 5, .device = DeviceKind::Cpu};
+  const DeconvResult r = deconvolve(p.dirty, p.psf, o);
+  // Independent kappa: the FP64 spectrum of the PSF shifted to the origin.
+  double hi = 0, lo = std::numeric_limits<double>::infinity();
+  const double* h = p.psf.data_as<double>();
+  for (int u = 0; u < 16; ++u)
+    for (int v = 0; v < 16; ++v) {
+      double re = 0, im = 0;
+      for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 16; ++j) {
+          const double a = -2 * std::numbers::pi * (u * (i - 8) + v * (j - 8)) / 16.0;
+          re += h[i * 16 + j] * std::cos(a);
+          im += h[i * 16 + j] * std::sin(a);
+        }
+      const double m2 = re * re + im * im;
+      hi = std::max(hi, m2);
+      lo = std::min(lo, m2);
+    }
+  const double kappa = (hi + 0.01) / (lo + 0.01);
+  EXPECT_NEAR(r.condition, kappa, 1e-9 * kappa);
+  const bool warn32 = kappa * 0x1p-24 > 0.01, warn16 = kappa * 0x1p-11 > 0.01;
+  EXPECT_EQ(r.stop_detail.find("warning: kappa") != std::string::npos, warn32) << r.stop_detail;
+  o.precision = Precision::Mixed;
+  const DeconvResult m = deconvolve(p.dirty, p.psf, o);
+  EXPECT_EQ(m.stop_detail.find("warning: kappa") != std::string::npos, warn16) << m.stop_detail;
+  // A tiny lambda makes the problem hopeless for FP32: the warning must say so.
+  o.precision = Precision::Single;
+  o.lambda = 1e-9;
+  const DeconvResult w = deconvolve(p.dirty, p.psf, o);
+  EXPECT_NE(w.stop_detail.find("warning: kappa"), std::string::npos) << w.stop_detail;
+  // Zero boundary: lambda is the floor.
+  const test::Problem z = test::make_problem(16, 16, Boundary::Zero);
+  o.boundary = Boundary::Zero;
+  o.lambda = 0.01;
+  const DeconvResult zr = deconvolve(z.dirty, z.psf, o);
+  EXPECT_GT(zr.condition, 0);
+  EXPECT_NEAR(zr.condition * 0.01 - 0.01, zr.lipschitz / 2 - 0.01, 1e-9 * zr.condition);
+  // Wiener reports it too.
+  o.solver = Solver::Wiener;
+  EXPECT_GT(deconvolve(z.dirty, z.psf, o).condition, 1);
+}
+
+// A fixed step too small for FP16 to move the image ends as a stall, not a silent spin.
+TEST(DeconvStall, FixedHalfStepsBelowResolution) {
+  const test::Problem p = test::make_problem(16, 16, Boundary::Circular);
+  DeconvOptions o{.solver = Solver::Fixed,
+                  .precision = Precision::Half,
+                  .iterations = 400,
+                  .device = DeviceKind::Cpu,
+                  .step = 1e-12};
+  const DeconvResult r = deconvolve(p.dirty, p.psf, o);
+  EXPECT_EQ(r.stop, StopReason::Stalled) << r.stop_detail;
+  EXPECT_NE(r.stop_detail.find("has not changed"), std::string::npos) << r.stop_detail;
+  EXPECT_LT(r.iterations, 400);
+  // The same step in single does move it (FP32 resolves it): no stall.
+  o.precision = Precision::Single;
+  o.step =
+      1e-6 / deconvolve(p.dirty, p.psf, {.iterations = 0, .device = DeviceKind::Cpu}).lipschitz;
+  EXPECT_NE(deconvolve(p.dirty, p.psf, o).stop, StopReason::Stalled);
 }
 
 }  // namespace

@@ -86,6 +86,8 @@ TEST(GpuDeconvSolvers, EverySolverPrecisionBoundary_AgreesWithTheCpuRun) {
     const Array exact = tikhonov_exact(t.dirty, t.psf, kLambda, b, DeviceKind::Cpu);
     for (const Solver s : solvers)
       for (const Precision p : precisions) {
+        // half-then-float fixes its phases' precisions and accepts only half or single.
+        if (s == Solver::HalfThenFloat && p != Precision::Half && p != Precision::Single) continue;
         const std::string what = std::string(solver_name(s)) + " " +
                                  std::string(precision_name(p)) +
                                  (b == Boundary::Circular ? " circular" : " zero");

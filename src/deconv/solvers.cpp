@@ -61,7 +61,9 @@ struct Phase {
   bool record_start;  // record the row of the starting image
 
   bool record(double criterion, double step) {
-    return tracer.record(it, name, criterion, step, [&] { return image_of(b, f); });
+    // The evaluator takes the backend's own storage (device memory on the GPU): traced iterates
+    // are neither copied to the host nor converted there.
+    return tracer.record(it, name, criterion, step, [&] { return b.view(f); });
   }
   /// k = Q f - b.
   void gradient(Vec k) {
@@ -296,7 +298,7 @@ SolverOutcome run_single(const SolverSetup& setup, Tracer& tracer, std::int64_t&
     const Ending e = run_phase(o.solver, p);
     if (!tracer.recorded(it))
       p.tracer.record(
-          it, p.name, kNaN, kNaN, [&] { return image_of(p.b, p.f); }, true);
+          it, p.name, kNaN, kNaN, [&] { return p.b.view(p.f); }, true);
     tracer.stop();
     return {image_of(*first, p.f), e.stop, e.detail, it};
   }
@@ -317,7 +319,7 @@ SolverOutcome run_single(const SolverSetup& setup, Tracer& tracer, std::int64_t&
   Ending e2 = optimal(s);
   if (!tracer.recorded(it))
     tracer.record(
-        it, s.name, kNaN, kNaN, [&] { return image_of(s.b, s.f); }, true);
+        it, s.name, kNaN, kNaN, [&] { return s.b.view(s.f); }, true);
   if (e1.stop == StopReason::Stalled)
     e2.detail = "half phase: " + e1.detail + (e2.detail.empty() ? "" : "; ") + e2.detail;
   tracer.stop();

@@ -58,7 +58,7 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
   auto iterate = [&] {
     S.copy(f, t);
     S.assign(M.view(d), s, 1.0, t);
-    return image_of(S, t);
+    return S.view(t);  // the evaluator reads the backend's storage where it lives
   };
   auto record = [&](double step) { return tracer.record(it, "split", kNaN, step, iterate); };
   // Where FP32 stops: ||b - Q f|| ~ u32 (||b|| + ||Q|| ||f||), ||Q|| <= L / 2 (measured: the

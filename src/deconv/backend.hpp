@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "halfscope/config.hpp"
 #include "halfscope/conv.hpp"
@@ -65,6 +66,8 @@ std::int64_t grid_extent(std::int64_t n, Boundary boundary, bool pow2);
 /// the array whose DFT is h^ for both boundaries.
 Array psf_on_grid(const Array& psf, std::int64_t grid_rows, std::int64_t grid_cols);
 
+/// max and min |h^| over the operator's grid (FP64; pow2: the power-of-two grid of half).
+std::pair<double, double> spectrum_range(const Problem& problem, bool pow2);
 /// max |h^| over the grid (FP64), for L = 2 (max|h^|^2 + lambda) and the FP16 scalings.
 double max_abs_spectrum(const Problem& problem, bool pow2);
 

@@ -16,15 +16,7 @@ namespace halfscope::deconv::detail {
 
 std::vector<std::complex<double>> psf_spectrum(const Array& psf, std::int64_t grid_rows,
                                                std::int64_t grid_cols) {
-  const Array grid = psf_on_grid(psf, grid_rows, grid_cols);
-  const std::int64_t half = grid_cols / 2 + 1;
-  conv::cpu::FftwBuffer<double> in(grid_rows * grid_cols, false);
-  conv::cpu::FftwBuffer<fftw_complex> out(grid_rows * half, false);
-  std::copy_n(grid.data_as<double>(), grid_rows * grid_cols, in.data());
-  conv::cpu::execute_r2c(conv::cpu::plan_r2c<double>(grid_rows, grid_cols), in.data(), out.data());
-  std::vector<std::complex<double>> s(static_cast<std::size_t>(grid_rows * half));
-  for (std::size_t k = 0; k < s.size(); ++k) s[k] = {out.data()[k][0], out.data()[k][1]};
-  return s;
+  return real_spectrum(psf_on_grid(psf, grid_rows, grid_cols));
 }
 
 template <class F>

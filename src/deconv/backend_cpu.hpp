@@ -29,6 +29,9 @@ namespace halfscope::deconv::detail {
 /// ceil(log2 v) for finite v > 0 (the power-of-two scalings of the FP16 paths).
 int ceil_log2(double v);
 
+/// The FP64 r2c spectrum of a real float64 grid (rows x (cols/2 + 1)), through FFTW (geometry.cpp).
+std::vector<std::complex<double>> real_spectrum(const Array& grid);
+
 /// The FP64 r2c spectrum h^ of the PSF on a grid_rows x grid_cols grid (rows x (cols/2 + 1)).
 std::vector<std::complex<double>> psf_spectrum(const Array& psf, std::int64_t grid_rows,
                                                std::int64_t grid_cols);

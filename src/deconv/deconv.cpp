@@ -58,18 +58,6 @@ Array host_f64(const Array& a, const char* what, const char* who) {
   return h;
 }
 
-/// max and min |h^| on the grid the given precision uses.
-std::pair<double, double> spectrum_range(const detail::Problem& p, bool pow2) {
-  const std::int64_t gr = detail::grid_extent(p.rows(), p.boundary, pow2);
-  const std::int64_t gc = detail::grid_extent(p.cols(), p.boundary, pow2);
-  double mx = 0, mn = std::numeric_limits<double>::infinity();
-  for (const auto& v : detail::psf_spectrum(p.psf, gr, gc)) {
-    mx = std::max(mx, std::abs(v));
-    mn = std::min(mn, std::abs(v));
-  }
-  return {mx, mn};
-}
-
 /// The validated problem (shapes, values, lambda), converted to float64 on the host.
 detail::Problem make_problem(const Array& dirty, const Array& psf, double lambda, Boundary boundary,
                              const char* who) {
@@ -199,7 +187,7 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
   // Half runs on power-of-two grids, whose spectrum samples differ from FFTW's grid's: L (and
   // so the step bound) comes from the grid the operator really uses.
   const bool pow2 = options.precision == Precision::Half || options.solver == Solver::HalfThenFloat;
-  const auto [max_h, min_h] = spectrum_range(p, pow2);
+  const auto [max_h, min_h] = detail::spectrum_range(p, pow2);
   check_singular(p, max_h, min_h, "deconvolve");
   const double L = 2 * (max_h * max_h + p.lambda);
   check_options(options, L);
@@ -262,7 +250,7 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
 Array tikhonov_exact(const Array& dirty, const Array& psf, double lambda, Boundary boundary,
                      DeviceKind device) {
   const detail::Problem p = make_problem(dirty, psf, lambda, boundary, "tikhonov_exact");
-  const auto [max_h, min_h] = spectrum_range(p, false);
+  const auto [max_h, min_h] = detail::spectrum_range(p, false);
   check_singular(p, max_h, min_h, "tikhonov_exact");
   const DeviceKind d = resolve_device(device);
   return detail::exact_solution(p, d, factory_for(p, d));

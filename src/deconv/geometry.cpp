@@ -2,11 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <limits>
 #include <string>
 
 #include "conv/fft_cpu_internal.hpp"
 #include "conv/fft_plan_cache.hpp"
-#include "deconv/backend.hpp"
+#include "deconv/backend_cpu.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/deconv.hpp"
 
@@ -42,10 +43,7 @@ Array psf_on_grid(const Array& psf, std::int64_t grid_rows, std::int64_t grid_co
   return out;
 }
 
-namespace {
-
-/// The r2c spectrum of a real grid in FP64 (rows x (cols / 2 + 1)).
-std::vector<std::complex<double>> spectrum(const Array& grid) {
+std::vector<std::complex<double>> real_spectrum(const Array& grid) {
   const std::int64_t rows = grid.shape()[0], cols = grid.shape()[1];
   const std::int64_t half = cols / 2 + 1;
   conv::cpu::FftwBuffer<double> in(rows * cols, false);
@@ -56,6 +54,8 @@ std::vector<std::complex<double>> spectrum(const Array& grid) {
   for (std::size_t k = 0; k < s.size(); ++k) s[k] = {out.data()[k][0], out.data()[k][1]};
   return s;
 }
+
+namespace {
 
 /// IFFT (normalised) of a half spectrum back to a rows x cols real grid.
 Array inverse(std::vector<std::complex<double>>& s, std::int64_t rows, std::int64_t cols) {
@@ -86,12 +86,19 @@ void check_pair(const Array& image, const Array& psf, const char* what) {
 
 }  // namespace
 
-double max_abs_spectrum(const Problem& problem, bool pow2) {
+std::pair<double, double> spectrum_range(const Problem& problem, bool pow2) {
   const std::int64_t gr = grid_extent(problem.rows(), problem.boundary, pow2);
   const std::int64_t gc = grid_extent(problem.cols(), problem.boundary, pow2);
-  double m = 0;
-  for (const auto& v : spectrum(psf_on_grid(problem.psf, gr, gc))) m = std::max(m, std::abs(v));
-  return m;
+  double mx = 0, mn = std::numeric_limits<double>::infinity();
+  for (const auto& v : psf_spectrum(problem.psf, gr, gc)) {
+    mx = std::max(mx, std::abs(v));
+    mn = std::min(mn, std::abs(v));
+  }
+  return {mx, mn};
+}
+
+double max_abs_spectrum(const Problem& problem, bool pow2) {
+  return spectrum_range(problem, pow2).first;
 }
 
 }  // namespace detail
@@ -106,8 +113,8 @@ Array apply_psf(const Array& image, const Array& psf, Boundary boundary) {
   Array fg = Array::zeros(DType::f64, {gr, gc});
   for (std::int64_t i = 0; i < rows; ++i)
     std::copy_n(f.data_as<double>() + i * cols, cols, fg.data_as<double>() + i * gc);
-  auto sf = detail::spectrum(fg);
-  const auto sh = detail::spectrum(detail::psf_on_grid(h, gr, gc));
+  auto sf = detail::real_spectrum(fg);
+  const auto sh = detail::psf_spectrum(h, gr, gc);
   for (std::size_t k = 0; k < sf.size(); ++k) sf[k] *= sh[k];
   const Array full = detail::inverse(sf, gr, gc);
   Array out(DType::f64, {rows, cols});

@@ -46,10 +46,13 @@ inline Array point_sky(std::int64_t rows, std::int64_t cols, double flux, std::u
   return a;
 }
 
-/// H f by a direct sum (no FFT): out(i, j) = sum_{u, v} h(u, v) f(i - (u - cr), j - (v - cc)),
+/// H f, or with `adjoint` H^T f, by a direct sum (no FFT):
+///   H:   out(i, j) = sum_{u, v} h(u, v) f(i - (u - cr), j - (v - cc)),
+///   H^T: out(i, j) = sum_{u, v} h(u, v) f(i + (u - cr), j + (v - cc)),
 /// the PSF origin at (cr, cc) = (rows / 2, cols / 2); indices wrap (circular) or read zero.
-inline Array direct_psf(const Array& image, const Array& psf, Boundary boundary) {
+inline Array direct_sum(const Array& image, const Array& psf, Boundary boundary, bool adjoint) {
   const std::int64_t rows = image.shape()[0], cols = image.shape()[1];
+  const std::int64_t sign = adjoint ? 1 : -1;
   const double* f = image.data_as<double>();
   const double* h = psf.data_as<double>();
   Array out = Array::zeros(DType::f64, {rows, cols});
@@ -59,7 +62,7 @@ inline Array direct_psf(const Array& image, const Array& psf, Boundary boundary)
       double s = 0;
       for (std::int64_t u = 0; u < rows; ++u)
         for (std::int64_t v = 0; v < cols; ++v) {
-          std::int64_t a = i - (u - rows / 2), b = j - (v - cols / 2);
+          std::int64_t a = i + sign * (u - rows / 2), b = j + sign * (v - cols / 2);
           if (boundary == Boundary::Circular) {
             a = ((a % rows) + rows) % rows;
             b = ((b % cols) + cols) % cols;
@@ -71,6 +74,11 @@ inline Array direct_psf(const Array& image, const Array& psf, Boundary boundary)
       o[i * cols + j] = s;
     }
   return out;
+}
+
+/// H f by a direct sum (direct_sum).
+inline Array direct_psf(const Array& image, const Array& psf, Boundary boundary) {
+  return direct_sum(image, psf, boundary, false);
 }
 
 /// ||a - b|| / ||b|| over float64 host arrays.

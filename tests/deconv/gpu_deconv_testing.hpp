@@ -21,31 +21,9 @@ namespace halfscope::deconv::gputest {
 using detail::Backend;
 using detail::Vec;
 
-/// H^T y by a direct sum: out(p, q) = sum_{u, v} h(u, v) y(p + (u - cr), q + (v - cc)), the
-/// adjoint of direct_psf (wrapped indices for circular, zeros outside for the zero boundary).
+/// H^T y by a direct sum, the adjoint of direct_psf (deconv_testing.hpp's direct_sum).
 inline Array direct_adjoint(const Array& y, const Array& psf, Boundary boundary) {
-  const std::int64_t rows = y.shape()[0], cols = y.shape()[1];
-  const double* g = y.data_as<double>();
-  const double* h = psf.data_as<double>();
-  Array out = Array::zeros(DType::f64, {rows, cols});
-  double* o = out.data_as<double>();
-  for (std::int64_t p = 0; p < rows; ++p)
-    for (std::int64_t q = 0; q < cols; ++q) {
-      double s = 0;
-      for (std::int64_t u = 0; u < rows; ++u)
-        for (std::int64_t v = 0; v < cols; ++v) {
-          std::int64_t a = p + (u - rows / 2), b = q + (v - cols / 2);
-          if (boundary == Boundary::Circular) {
-            a = ((a % rows) + rows) % rows;
-            b = ((b % cols) + cols) % cols;
-          } else if (a < 0 || a >= rows || b < 0 || b >= cols) {
-            continue;
-          }
-          s += h[u * cols + v] * g[a * cols + b];
-        }
-      o[p * cols + q] = s;
-    }
-  return out;
+  return test::direct_sum(y, psf, boundary, true);
 }
 
 /// Q x = H^T H x + lambda x in FP64 by direct sums.

@@ -23,9 +23,11 @@
 #   <date>-<gpu>-deconv.json     Tikhonov deconvolution per solver x precision at 37 and 16 dB
 #                                with the CuPy / SciPy CG peers (HALFSCOPE_BENCH_DECONV=full|quick|
 #                                off, default full); deconv-summary.txt, its tables
+#   <date>-<gpu>-python.json     the Python package against CuPy / PyTorch / SciPy
+#                                (HALFSCOPE_BENCH_PYTHON=full|quick|off, default full)
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
 # reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO /
-# HALFSCOPE_BENCH_CHOL / HALFSCOPE_BENCH_DECONV
+# HALFSCOPE_BENCH_CHOL / HALFSCOPE_BENCH_DECONV / HALFSCOPE_BENCH_PYTHON
 # pick the sweeps (below); HALFSCOPE_CHECK_TARGETS builds only the named targets and
 # HALFSCOPE_CHECK_TESTS (a ctest -R regex) runs only the matching GPU tests, for short sessions;
 # HALFSCOPE_COMMIT names the commit where the copy has no .git.
@@ -51,7 +53,8 @@ other_failed=0
 note() { echo "$*" | tee -a "$summary"; }
 
 # A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
-for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL HALFSCOPE_BENCH_DECONV; do
+for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL HALFSCOPE_BENCH_DECONV \
+  HALFSCOPE_BENCH_PYTHON; do
   case "${!knob:-full}" in
     full | quick | off) ;;
     *)
@@ -115,6 +118,13 @@ if [ -e "$staged_lib/libcfitsio.so" ] && ldd "$staged_lib/libcfitsio.so" 2>&1 | 
   cmake_args+=(-DHALFSCOPE_WITH_FITS=OFF)
   note "FITS disabled: the staged libcfitsio lacks $(ldd "$staged_lib/libcfitsio.so" | awk '/not found/ {print $1}' | paste -sd' ')"
 fi
+
+# The Python extension is built for the machine's python3 (NumPy, CuPy, PyTorch live there), with
+# nanobind from .deps/py when the machine has none (tools/stage-deps.sh stages it).
+if [ -d "$repo/.deps/py" ]; then
+  export PYTHONPATH="$repo/.deps/py${PYTHONPATH:+:$PYTHONPATH}"
+fi
+cmake_args+=(-DHALFSCOPE_PYTHON="$(command -v python3)")
 
 jobs="$(nproc 2> /dev/null || echo 8)"
 if step configure "$log" cmake "${cmake_args[@]}"; then
@@ -313,6 +323,22 @@ if [ -x "$cli" ]; then
       step "deconv peers" "$log" python3 "$repo/bench/peers/deconv_peers.py" \
         --inputs "$deconv_inputs" --report "$deconv_json"; then
       tee -a "$summary" < "$results/deconv-summary.txt"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+  fi
+
+  # The Python package (issue 8): HALFSCOPE_BENCH_PYTHON=full (default) | quick (5 repeats) |
+  # off. Python-layer
+  # overhead and zero-copy evidence against CuPy, PyTorch and SciPy on the same inputs.
+  if [ "${HALFSCOPE_BENCH_PYTHON:-full}" != off ]; then
+    py_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-python.json"
+    py_repeats=20
+    [ "${HALFSCOPE_BENCH_PYTHON:-full}" = quick ] && py_repeats=5
+    if step "bench python" "$log" env PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$repo/bench/peers/python_api_bench.py" --repeats "$py_repeats" --json "$py_json"; then
+      note "python bench: $py_json"
     else
       other_failed=1
       tail -5 "$log" | tee -a "$summary"

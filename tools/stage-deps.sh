@@ -11,7 +11,7 @@
 # cfitsio and libmseed (headers + shared libraries), and the real seismogram of
 # `halfscope bench mfilter` (share/halfscope/mfilter-real.npy: ObsPy's bundled BW.KW1 EHZ trace,
 # 936,001 samples at 100 Hz, as float32; read from ObsPy in this checkout's .venv, because the GPU
-# machine has no ObsPy). Documentation, man pages and static archives are pruned. Idempotent: every run rebuilds .deps/root from scratch and replaces it atomically.
+# machine has no ObsPy), and in .deps/py nanobind and pytest from PyPI. Documentation, man pages and static archives are pruned. Idempotent: every run rebuilds .deps/root from scratch and replaces it atomically.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,6 +79,17 @@ PY
   echo "mfilter-real.npy $(sha256sum "$work/root/share/halfscope/mfilter-real.npy" | cut -d' ' -f1) from obspy/signal/tests/data/$real_name" >> "$manifest"
 else
   echo "stage-deps: warning: ObsPy's $real_name not found (no .venv with obspy): bench mfilter will have no real-data errors" >&2
+fi
+
+# The Python extension's build dependency and the test runner, pure-Python wheels from PyPI, for
+# the GPU machine's python3 (which has NumPy, CuPy and PyTorch but no package registry):
+# tools/gpu-check.sh puts .deps/py on PYTHONPATH.
+if [ -n "$python" ]; then
+  rm -rf "$repo/.deps/py.new"
+  "$python" -m pip install -q --disable-pip-version-check --no-compile --target "$repo/.deps/py.new" \
+    nanobind pytest
+  rm -rf "$repo/.deps/py" && mv "$repo/.deps/py.new" "$repo/.deps/py"
+  echo "  staged .deps/py: $(ls "$repo/.deps/py" | grep -c dist-info) Python packages (nanobind, pytest)"
 fi
 
 rm -rf "$stage.old"

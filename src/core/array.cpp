@@ -54,7 +54,18 @@ std::shared_ptr<Buffer> Buffer::allocate(std::int64_t bytes, Memory memory) {
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, Memory::host));  // pinned falls back here
 }
 
+std::shared_ptr<Buffer> Buffer::borrow(void* data, std::int64_t bytes, Memory memory) {
+  if (!data || bytes < 0)
+    throw InvalidInput("Buffer::borrow: null pointer or negative size " + std::to_string(bytes));
+#if !HALFSCOPE_WITH_CUDA
+  if (memory == Memory::device)
+    throw Unsupported("a CUDA device array was passed but halfscope was built without CUDA");
+#endif
+  return std::shared_ptr<Buffer>(new Buffer(data, bytes, memory, false));
+}
+
 Buffer::~Buffer() {
+  if (!owned_) return;
 #if HALFSCOPE_WITH_CUDA
   // Destructors must not throw: a failed free is ignored (the context may already be gone).
   if (memory_ == Memory::device) {

@@ -30,6 +30,9 @@ class Buffer {
  public:
   /// Allocates `bytes` (64-byte aligned on the host). Throws CudaError or std::bad_alloc.
   static std::shared_ptr<Buffer> allocate(std::int64_t bytes, Memory memory);
+  /// Wraps memory someone else owns (a NumPy, CuPy or PyTorch array handed over by the Python
+  /// bindings) without copying it: never freed here, so the owner must outlive every Array on it.
+  static std::shared_ptr<Buffer> borrow(void* data, std::int64_t bytes, Memory memory);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -40,14 +43,17 @@ class Buffer {
   [[nodiscard]] Memory memory() const noexcept { return memory_; }
 
  private:
-  Buffer(void* data, std::int64_t bytes, Memory memory) : data_(data), bytes_(bytes), memory_(memory) {}
+  Buffer(void* data, std::int64_t bytes, Memory memory, bool owned = true)
+      : data_(data), bytes_(bytes), memory_(memory), owned_(owned) {}
   void* data_;
   std::int64_t bytes_;
   Memory memory_;
+  bool owned_;
 };
 
 /// A non-owning typed 2D view (row-major with a row stride), for kernels and backends.
-template <class T> struct View2D {
+template <class T>
+struct View2D {
   T* data = nullptr;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
@@ -68,7 +74,8 @@ class Array {
 
   static Array zeros(DType dtype, Shape shape, Memory memory = Memory::host);
   /// Host array holding a copy of `values` with the given shape (size must match).
-  template <class T> static Array from_values(std::span<const T> values, Shape shape) {
+  template <class T>
+  static Array from_values(std::span<const T> values, Shape shape) {
     Array a(dtype_of<T>, std::move(shape));
     if (static_cast<std::int64_t>(values.size()) != a.size())
       throw InvalidInput("Array::from_values: " + std::to_string(values.size()) +
@@ -81,7 +88,9 @@ class Array {
   [[nodiscard]] DType dtype() const noexcept { return dtype_; }
   [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
   [[nodiscard]] const Shape& strides() const noexcept { return strides_; }
-  [[nodiscard]] std::int64_t ndim() const noexcept { return static_cast<std::int64_t>(shape_.size()); }
+  [[nodiscard]] std::int64_t ndim() const noexcept {
+    return static_cast<std::int64_t>(shape_.size());
+  }
   [[nodiscard]] std::int64_t dim(std::int64_t axis) const;
   [[nodiscard]] std::int64_t size() const noexcept;
   [[nodiscard]] std::int64_t itemsize() const noexcept { return dtype_size(dtype_); }
@@ -96,20 +105,24 @@ class Array {
   [[nodiscard]] void* data() noexcept;
   [[nodiscard]] const void* data() const noexcept;
   /// Typed pointer to the first element; throws InvalidInput if T is not the dtype.
-  template <class T> [[nodiscard]] T* data_as() {
+  template <class T>
+  [[nodiscard]] T* data_as() {
     check_dtype(dtype_of<T>);
     return static_cast<T*>(data());
   }
-  template <class T> [[nodiscard]] const T* data_as() const {
+  template <class T>
+  [[nodiscard]] const T* data_as() const {
     check_dtype(dtype_of<T>);
     return static_cast<const T*>(data());
   }
   /// Typed 2D view; requires ndim == 2 and unit stride along columns.
-  template <class T> [[nodiscard]] View2D<T> view2d() {
+  template <class T>
+  [[nodiscard]] View2D<T> view2d() {
     check_view2d(dtype_of<T>);
     return {data_as<T>(), shape_[0], shape_[1], strides_[0]};
   }
-  template <class T> [[nodiscard]] View2D<const T> view2d() const {
+  template <class T>
+  [[nodiscard]] View2D<const T> view2d() const {
     check_view2d(dtype_of<T>);
     return {data_as<T>(), shape_[0], shape_[1], strides_[0]};
   }
@@ -161,6 +174,7 @@ Shape f_strides(const Shape& shape);
 
 /// Copies `bytes` between any two memories (cudaMemcpy where a device is involved). Complete on
 /// return, also for device-to-device copies, so any stream may read the destination at once.
-void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory, std::int64_t bytes);
+void copy_bytes(void* dst, Memory dst_memory, const void* src, Memory src_memory,
+                std::int64_t bytes);
 
 }  // namespace halfscope

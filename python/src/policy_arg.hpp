@@ -1,0 +1,28 @@
+// Precision policies from Python: a policy string ("band:SP=2,HP1=rest") or a table of variants
+// per tile that python/halfscope/linalg.py fills by calling a user's Python function once per
+// tile before the factorization starts (so the library's OpenMP tasks never call into Python).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "arrays.hpp"
+#include "halfscope/linalg/policy.hpp"
+
+namespace halfscope::python {
+
+/// `table`, when given, is an (NT, NT) integer array of GemmVariant indices (DP = 0 ... BF16 = 6,
+/// the order of all_gemm_variants) read at (i, j), i > j; `text` is then the policy's name.
+/// Otherwise `text` is parsed by linalg::parse_policy.
+linalg::Policy policy_of(const std::string& text, const std::optional<AnyArray>& table);
+
+/// {variant name: tile count} for a report's per-variant counts.
+template <class Counts>
+nb::dict tile_counts(const Counts& tiles) {
+  nb::dict d;
+  for (linalg::GemmVariant v : linalg::all_gemm_variants())
+    d[std::string(linalg::gemm_variant_name(v)).c_str()] = tiles[static_cast<std::size_t>(v)];
+  return d;
+}
+
+}  // namespace halfscope::python

@@ -1,0 +1,174 @@
+"""CuPy and PyTorch arrays in, the same kind of array out, on the same device, without copies, on
+the caller's stream. Every test skips without the framework or without a CUDA device (CI has
+none); none passes without checking.
+
+Tolerance against SciPy (FP64 on the FP32-rounded inputs): per pixel (K u32 + 2 u32) (|k| * |x|)
+(worst-case rounding of a K-term FP32 sum, as test_conv_api.py); results of the same method on the
+same device are compared bit for bit whatever the array framework.
+"""
+import resource
+
+import numpy as np
+import pytest
+
+signal = pytest.importorskip("scipy.signal")
+hs = pytest.importorskip("halfscope")
+
+U32 = 2.0 ** -24
+
+
+def need_cuda():
+    if not hs.cuda_available():
+        pytest.skip("halfscope was built without CUDA or no CUDA device is present")
+
+
+@pytest.fixture
+def cupy():
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("CuPy sees no CUDA device")
+    except cp.cuda.runtime.CUDARuntimeError:
+        pytest.skip("CuPy sees no CUDA device")
+    need_cuda()
+    return cp
+
+
+@pytest.fixture
+def torch():
+    th = pytest.importorskip("torch")
+    return th
+
+
+def assert_close_to_scipy(out, img, ker):
+    x = img.astype(np.float32).astype(np.float64)
+    k = ker.astype(np.float32).astype(np.float64)
+    ref = signal.convolve2d(x, k, mode="same")
+    bound = (k.size + 2) * U32 * signal.convolve2d(np.abs(x), np.abs(k), mode="same") + 1e-300
+    assert np.all(np.abs(np.asarray(out, np.float64) - ref) <= 1.01 * bound)
+
+
+def test_cupy_in_cupy_out_same_device_equal_to_numpy_path(cupy, rng):
+    img = rng.uniform(-1, 1, (200, 150)).astype(np.float32)
+    ker = rng.uniform(-1, 1, (5, 6)).astype(np.float32)
+    d_img, d_ker = cupy.asarray(img), cupy.asarray(ker)
+    in_ptr = d_img.data.ptr
+    out = hs.convolve2d(d_img, d_ker, mode="same", method="naive")
+    assert isinstance(out, cupy.ndarray) and out.dtype == cupy.float32
+    assert out.device.id == d_img.device.id
+    assert out.data.ptr not in (in_ptr, d_ker.data.ptr) and d_img.data.ptr == in_ptr
+    host = hs.convolve2d(img, ker, mode="same", method="naive", device="cuda")
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(out), host)
+    np.testing.assert_array_equal(cupy.asnumpy(d_img), img)  # input untouched
+    assert_close_to_scipy(host, img, ker)
+
+
+def test_cupy_large_array_stays_on_the_device(cupy, rng):
+    """A 256 MiB input: the call must neither stage it through host memory (the process's peak
+    resident size would grow by about that much) nor keep a device copy of it (CuPy's pool would
+    hold more than the result once the call returns)."""
+    n = 8192
+    d_img = cupy.random.default_rng(1).standard_normal((n, n), dtype=cupy.float32)
+    d_ker = cupy.asarray(rng.uniform(-1, 1, (3, 3)).astype(np.float32))
+    pool = cupy.get_default_memory_pool()
+    cupy.cuda.Device().synchronize()
+    used_before = pool.used_bytes()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    out = hs.convolve2d(d_img, d_ker, mode="same")
+    cupy.cuda.Device().synchronize()
+    rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
+    assert isinstance(out, cupy.ndarray) and out.shape == (n, n)
+    assert rss_growth < d_img.nbytes // 2, rss_growth
+    assert pool.used_bytes() - used_before <= out.nbytes + (1 << 20)
+    # Spot-check the centre row against SciPy on the host.
+    rows = cupy.asnumpy(d_img[n // 2 - 2:n // 2 + 3])
+    want = signal.convolve2d(rows.astype(np.float64), cupy.asnumpy(d_ker).astype(np.float64),
+                             mode="same")[2]
+    got = cupy.asnumpy(out[n // 2]).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=11 * U32 * 9 * np.abs(rows).max())
+
+
+def test_cupy_non_default_stream_is_honoured(cupy, rng):
+    """The input is produced by kernels queued on a non-blocking stream and hs is called without a
+    synchronisation: it must run on that stream (the current one), after the producer."""
+    ker = rng.uniform(-1, 1, (7, 7)).astype(np.float32)
+    d_ker = cupy.asarray(ker)
+    cupy.cuda.Device().synchronize()  # only the input below is produced asynchronously
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        x = cupy.zeros((2048, 2048), cupy.float32)
+        for i in range(200):  # a long chain of launches: the input is late on purpose
+            x = x * 0.5 + cupy.float32(i % 7)
+        out = hs.convolve2d(x, d_ker, mode="same", method="naive")
+    stream.synchronize()
+    host = cupy.asnumpy(x)
+    np.testing.assert_array_equal(
+        cupy.asnumpy(out), hs.convolve2d(host, ker, mode="same", method="naive", device="cuda"))
+    explicit = cupy.cuda.Stream(non_blocking=True)
+    with explicit:
+        y = x * 2
+    out2 = hs.convolve2d(y, d_ker, mode="same", method="naive", stream=explicit)
+    explicit.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(out2), 2 * cupy.asnumpy(out))
+
+
+def test_cupy_matched_filter_equals_numpy_path(cupy, rng):
+    templates = rng.normal(0, 1, (2, 3, 64)).astype(np.float32)
+    data = rng.normal(0, 1, (3, 5000)).astype(np.float32)
+    moveouts = np.array([[0, 3, 9], [4, 0, 1]])
+    weights = np.full((2, 3), 1 / 3, np.float32)
+    args = [cupy.asarray(a) for a in (templates, moveouts, weights, data)]
+    out = hs.matched_filter(*args, 1, arch="gpu", precision="single", method="naive")
+    assert isinstance(out, cupy.ndarray) and out.dtype == cupy.float32
+    host = hs.matched_filter(templates, moveouts, weights, data, 1, arch="gpu",
+                             precision="single", method="naive")
+    np.testing.assert_array_equal(cupy.asnumpy(out), host)
+
+
+def test_torch_cpu_in_torch_out(torch, rng):
+    img = rng.uniform(-1, 1, (30, 20))
+    ker = rng.uniform(-1, 1, (3, 4))
+    out = hs.convolve2d(torch.from_numpy(img), torch.from_numpy(ker), precision="double",
+                        device="cpu")
+    assert isinstance(out, torch.Tensor) and out.device.type == "cpu"
+    np.testing.assert_array_equal(out.numpy(), hs.convolve2d(img, ker, precision="double",
+                                                             device="cpu"))
+
+
+def test_torch_cuda_in_torch_out_on_its_stream(torch, rng):
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    need_cuda()
+    img = rng.uniform(-1, 1, (300, 256)).astype(np.float32)
+    ker = rng.uniform(-1, 1, (5, 5)).astype(np.float32)
+    t_img = torch.from_numpy(img).cuda()
+    t_ker = torch.from_numpy(ker).cuda()
+    out = hs.convolve2d(t_img, t_ker, mode="same", method="naive")
+    assert isinstance(out, torch.Tensor) and out.device == t_img.device
+    assert out.data_ptr() != t_img.data_ptr()
+    host = hs.convolve2d(img, ker, mode="same", method="naive", device="cuda")
+    np.testing.assert_array_equal(out.cpu().numpy(), host)
+    assert_close_to_scipy(host, img, ker)
+
+    torch.cuda.synchronize()  # only the input below is produced asynchronously
+    stream = torch.cuda.Stream()  # PyTorch streams do not synchronise with the default stream
+    with torch.cuda.stream(stream):
+        x = torch.zeros((2048, 2048), device="cuda")
+        for i in range(200):
+            x = x * 0.5 + float(i % 7)
+        late = hs.convolve2d(x, t_ker, mode="same", method="naive")
+    stream.synchronize()
+    np.testing.assert_array_equal(
+        late.cpu().numpy(),
+        hs.convolve2d(x.cpu().numpy(), ker, mode="same", method="naive", device="cuda"))
+
+
+def test_device_input_computed_on_the_cpu_comes_back_on_the_device(cupy, rng):
+    """device='cpu' with a CuPy input runs the CPU backend; the result still goes back as CuPy on
+    the input's device, equal to the NumPy path's result."""
+    img = rng.uniform(-1, 1, (64, 48)).astype(np.float32)
+    ker = rng.uniform(-1, 1, (5, 5)).astype(np.float32)
+    out = hs.convolve2d(cupy.asarray(img), cupy.asarray(ker), mode="same", device="cpu")
+    assert isinstance(out, cupy.ndarray) and out.device.id == cupy.cuda.Device().id
+    np.testing.assert_array_equal(out.get(), hs.convolve2d(img, ker, mode="same", device="cpu"))

@@ -38,6 +38,7 @@ struct MfCliOptions {
   std::string template_times, template_data;
   std::int64_t template_length = 0;
   bool check = false;
+  std::vector<int> devices;  // --devices 0,1,2,3: templates spread over these CUDA devices
 };
 
 // A (T, C) network array from a .npy file, checked against the templates' shape.
@@ -157,6 +158,7 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
   o.device = g.device_kind();
   o.step = c.step;
   o.network_sum = !c.per_channel;
+  o.devices = c.devices;
   DetectOptions det;
   det.threshold = c.threshold;
   det.type = parse_threshold_type(c.threshold_type);
@@ -291,6 +293,9 @@ void register_mfilter(CLI::App& app, Globals& g) {
   cmd->add_option("--moveouts", c->moveouts, "per-channel moveouts in samples, .npy (T,C) int");
   cmd->add_option("--weights", c->weights, "per-channel weights of the stack, .npy (T,C)");
   cmd->add_option("--step", c->step, "samples between correlation times")->capture_default_str();
+  cmd->add_option("--devices", c->devices,
+                  "CUDA devices to spread the templates over, comma-separated (e.g. 0,1,2,3)")
+      ->delimiter(',');
   cmd->add_flag("--per-channel", c->per_channel, "write per-channel CC (T,C,n), not the stack");
   cmd->add_flag("--detect", c->detect, "detect events on the stack");
   cmd->add_option("--threshold", c->threshold, "detection threshold (abs value or MAD factor)")

@@ -73,6 +73,14 @@ struct MfOptions {
   /// true: the network stack (T, n_corr); false: per-channel CC (T, C, n_corr), unweighted,
   /// each channel aligned by its moveout.
   bool network_sum = true;
+  /// CUDA devices of this host to spread the templates over (GPU methods; empty: the current
+  /// device). Each listed device gets a contiguous group of templates (group sizes differ by at
+  /// most one) and runs it on its own host thread from the one validated, converted copy of the
+  /// inputs; the groups' results are the rows of the one-device result, bit for bit (templates are
+  /// independent). Several devices need host data (each streams it in its own time chunks). A
+  /// device may be listed twice (two threads share it). An error on one device ends the call with
+  /// that error, prefixed "CUDA device i: ", after the other devices have finished.
+  std::vector<int> devices;
 };
 
 /// n_corr = (L - K) / step + 1; throws InvalidInput when K > L, K < 1 or step < 1.

@@ -72,6 +72,11 @@ def _arch(arch):
     return _ARCH[key]
 
 
+def _devices(devices) -> list:
+    """The device list for the core: [] for None (the current device)."""
+    return [] if devices is None else [int(i) for i in devices]
+
+
 def _call_arguments(templates, moveouts, weights, data, arch, precision):
     """What matched_filter and matched_filter_detect hand to the core: (data, templates as
     (T, S x C, K), data as (S x C, L), moveouts, weights, device, precision name, FMF shape)."""
@@ -88,7 +93,7 @@ def _call_arguments(templates, moveouts, weights, data, arch, precision):
 
 def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check_zeros=False,
                    normalize="short", network_sum=True, *, precision=None, method="auto",
-                   stream=None):
+                   devices=None, stream=None):
     """Normalized cross-correlation of templates against continuous data, stacked over the
     network: a drop-in for ``fast_matched_filter.matched_filter``.
 
@@ -106,6 +111,9 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     network_sum : True: (T, n_corr); False: (T, S, C, n_corr) or (T, N, n_corr)
     precision : None (split on the GPU, single on the CPU, double for 'precise'), or a name
     method : 'auto', 'direct', 'naive', 'cublas1'..'cublas4', 'tensor' or 'fft'
+    devices : list of CUDA device indices to spread the templates over (host data; each device
+        takes a contiguous group of templates and the rows are merged, equal to one device's bit
+        for bit); None: the current device
 
     Returns
     -------
@@ -115,8 +123,8 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     d, t3, d2, mo, w, device, chosen, (n_t, n_s, n_c, _) = _call_arguments(
         templates, moveouts, weights, data, arch, precision)
     cc = _core.matched_filter(t3, d2, mo, w, str(normalize).lower(), str(method).lower(), chosen,
-                              device, int(step), bool(network_sum), _arrays.framework_of(d),
-                              _arrays.stream_handle(stream, d))
+                              device, int(step), bool(network_sum), _devices(devices),
+                              _arrays.framework_of(d), _arrays.stream_handle(stream, d))
     if not network_sum and d.ndim == 3:
         cc = cc.reshape(n_t, n_s, n_c, cc.shape[-1])
     if check_zeros:
@@ -171,7 +179,8 @@ def detect(cc_sum, threshold=8.0, threshold_type="MAD", min_separation=1, step=1
 
 def matched_filter_detect(templates, moveouts, weights, data, step=1, arch="gpu",
                           normalize="short", threshold=8.0, threshold_type="MAD",
-                          min_separation=1, *, precision=None, method="auto", stream=None):
+                          min_separation=1, *, precision=None, method="auto", devices=None,
+                          stream=None):
     """Correlation and detection in one call without keeping the whole stack (on the GPU each
     chunk's stack is searched on the device). Arguments as :func:`matched_filter` and
     :func:`detect`; the result also has the field channels_used."""
@@ -179,6 +188,6 @@ def matched_filter_detect(templates, moveouts, weights, data, step=1, arch="gpu"
                                                           arch, precision)
     columns = _core.matched_filter_detect(
         t3, d2, mo, w, str(normalize).lower(), str(method).lower(), chosen, device, int(step),
-        float(threshold), str(threshold_type), int(min_separation),
+        float(threshold), str(threshold_type), int(min_separation), _devices(devices),
         _arrays.stream_handle(stream, d))
     return _detections(columns)

@@ -3,6 +3,7 @@
 // Filter's shapes onto the library's (T, C, K) templates and (C, L) data).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <optional>
 
@@ -16,8 +17,9 @@ namespace {
 
 MfOptions options_of(const std::string& normalize, const std::string& method,
                      const std::string& precision, const std::string& device, std::int64_t step,
-                     bool network_sum) {
+                     bool network_sum, const std::vector<int>& devices) {
   MfOptions o;
+  o.devices = devices;
   o.normalize = parse_mf_normalize(normalize);
   o.method = parse_mf_method(method);
   if (!precision.empty()) o.precision = parse_precision(precision);
@@ -61,8 +63,9 @@ nb::object correlate(const AnyArray& templates, const AnyArray& data,
                      const std::optional<AnyArray>& weights, const std::string& normalize,
                      const std::string& method, const std::string& precision,
                      const std::string& device, std::int64_t step, bool network_sum,
-                     const std::string& framework, std::uintptr_t stream) {
-  const MfOptions o = options_of(normalize, method, precision, device, step, network_sum);
+                     const std::vector<int>& devices, const std::string& framework,
+                     std::uintptr_t stream) {
+  const MfOptions o = options_of(normalize, method, precision, device, step, network_sum, devices);
   const Array t = view_of(templates, "templates");
   const Array s = view_of(data, "data");
   const MfNetwork net = network_of(moveouts, weights);
@@ -105,8 +108,8 @@ nb::dict correlate_detect(const AnyArray& templates, const AnyArray& data,
                           const std::string& method, const std::string& precision,
                           const std::string& device, std::int64_t step, double threshold,
                           const std::string& type, std::int64_t min_separation,
-                          std::uintptr_t stream) {
-  const MfOptions o = options_of(normalize, method, precision, device, step, true);
+                          const std::vector<int>& devices, std::uintptr_t stream) {
+  const MfOptions o = options_of(normalize, method, precision, device, step, true, devices);
   const DetectOptions d = detect_options(threshold, type, min_separation);
   const Array t = view_of(templates, "templates");
   const Array s = view_of(data, "data");
@@ -126,7 +129,7 @@ void bind_mfilter(nb::module_& m) {
   m.def("matched_filter", &correlate, nb::arg("templates"), nb::arg("data"),
         nb::arg("moveouts").none(), nb::arg("weights").none(), nb::arg("normalize"),
         nb::arg("method"), nb::arg("precision"), nb::arg("device"), nb::arg("step"),
-        nb::arg("network_sum"), nb::arg("framework"), nb::arg("stream"),
+        nb::arg("network_sum"), nb::arg("devices"), nb::arg("framework"), nb::arg("stream"),
         "halfscope::matched_filter on (T, C, K) templates and (C, L) data.");
   m.def("detect_peaks", &detect, nb::arg("cc_sum"), nb::arg("threshold"), nb::arg("type"),
         nb::arg("min_separation"), nb::arg("step"), nb::arg("stream"),
@@ -134,8 +137,8 @@ void bind_mfilter(nb::module_& m) {
   m.def("matched_filter_detect", &correlate_detect, nb::arg("templates"), nb::arg("data"),
         nb::arg("moveouts").none(), nb::arg("weights").none(), nb::arg("normalize"),
         nb::arg("method"), nb::arg("precision"), nb::arg("device"), nb::arg("step"),
-        nb::arg("threshold"), nb::arg("type"), nb::arg("min_separation"), nb::arg("stream"),
-        "Correlation and detection in one call, without keeping the stack.");
+        nb::arg("threshold"), nb::arg("type"), nb::arg("min_separation"), nb::arg("devices"),
+        nb::arg("stream"), "Correlation and detection in one call, without keeping the stack.");
 }
 
 }  // namespace halfscope::python

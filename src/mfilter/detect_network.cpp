@@ -6,6 +6,7 @@
 
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
+#include "mfilter/devices.hpp"
 #include "mfilter/dispatch.hpp"
 #include "mfilter/window_stats.hpp"
 
@@ -81,9 +82,12 @@ std::vector<Detection> matched_filter_detect(const Array& templates, const Array
   MfOptions o = options;
   o.network_sum = true;  // detection runs on the network stack
   const mfilter::Prepared p = mfilter::prepare(templates, data, o, network);
+  mfilter::validate_devices(o.devices, p);
   std::vector<Detection> found;
 #if HALFSCOPE_WITH_CUDA
-  if (p.on_gpu)
+  if (p.on_gpu && !o.devices.empty())
+    found = mfilter::detect_cuda_devices(p, detect, o.devices);
+  else if (p.on_gpu)
     found = mfilter::detect_cuda(p, detect);
   else
     found = detect_peaks(mfilter::run_cpu(p), detect, o.step);

@@ -53,6 +53,9 @@ Array run_cpu(const Prepared& p);
 /// (pageable cudaMemcpy on the legacy stream) are complete before the backends' non-blocking
 /// streams read them (the public API takes no stream).
 Array run_cuda(const Prepared& p);
+/// run_cuda with host data into `host`, the caller's (rows, n_corr) float32 block of p.out_shape
+/// (every element written), so that device groups write straight into their rows of one result.
+void run_cuda_into(const Prepared& p, float* host);
 /// matched_filter_detect on the GPU: the stack of each time chunk searched on the device.
 std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& detect);
 /// Forces at most `max_corr` correlation times per GPU time chunk (0: size chunks from free

@@ -299,19 +299,9 @@ void set_chunk_correlations_for_testing(std::int64_t max_corr) {
   g_chunk_override.store(max_corr);
 }
 
-Array run_cuda(const Prepared& p) {
+void run_cuda_into(const Prepared& p, float* host) {
   const Dims& d = p.dims;
   const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
-  if (p.data_on_device) {
-    Array result(DType::f32, p.out_shape, Memory::device);  // the backend writes it in place
-    for_each_chunk(
-        p, result.data_as<float>(), false,
-        [](const TimeChunk&, const float*, cudaStream_t, float*) {},
-        [](const TimeChunk&, const float*) {});
-    return result;
-  }
-  Array result = Array::zeros(DType::f32, p.out_shape);
-  float* host = result.data_as<float>();
   for_each_chunk(
       p, nullptr, false,
       [&](const TimeChunk& ch, const float* out, cudaStream_t s, float* staging) {
@@ -330,6 +320,19 @@ Array run_cuda(const Prepared& p) {
         for (std::int64_t r = 0; r < rows; ++r)
           std::copy_n(staging + r * ch.n_corr(), ch.n_corr(), host + r * d.n_corr + ch.corr_begin);
       });
+}
+
+Array run_cuda(const Prepared& p) {
+  if (p.data_on_device) {
+    Array result(DType::f32, p.out_shape, Memory::device);  // the backend writes it in place
+    for_each_chunk(
+        p, result.data_as<float>(), false,
+        [](const TimeChunk&, const float*, cudaStream_t, float*) {},
+        [](const TimeChunk&, const float*) {});
+    return result;
+  }
+  Array result = Array::zeros(DType::f32, p.out_shape);
+  run_cuda_into(p, result.data_as<float>());
   return result;
 }
 

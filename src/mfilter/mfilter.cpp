@@ -9,6 +9,7 @@
 #include "core/name_table.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
+#include "mfilter/devices.hpp"
 #include "mfilter/dispatch.hpp"
 
 namespace halfscope {
@@ -150,7 +151,12 @@ Array run_cpu(const Prepared& p) {
 Array matched_filter(const Array& templates, const Array& data, const MfOptions& options,
                      const MfNetwork& network) {
   const mfilter::Prepared p = mfilter::prepare(templates, data, options, network);
+  mfilter::validate_devices(options.devices, p);
 #if HALFSCOPE_WITH_CUDA
+  if (p.on_gpu && !options.devices.empty()) {
+    Array out = mfilter::run_cuda_devices(p, options.devices);
+    return p.data_on_device ? out.to(Memory::device) : out;
+  }
   if (p.on_gpu) return mfilter::run_cuda(p);
 #endif
   Array out = mfilter::run_cpu(p);

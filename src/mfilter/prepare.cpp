@@ -143,48 +143,62 @@ Array prepare_templates(const Array& templates, const Dims& d, DType want) {
 // power of two that brings it into [0.5, 1), exact, so FP32 and BF16 products can neither
 // underflow nor overflow (kDataBandLow). `offsets` receives each channel's mean in the scaled
 // units (the flat rule adds it back, window_stats.hpp) and `changed` whether any value differs
-// from the caller's. One channel at a time in FP64, so the only full-size copy is the result in
-// the storage precision.
+// from the caller's. Each channel in FP64 in one row per thread, so the only full-size copy is
+// the result in the storage precision.
 Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<double>& offsets,
                    bool& changed) {
   const std::int64_t C = d.channels, L = d.samples;
   Array src = host_contiguous(data);
   if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
   Array out(want, {C, L});
-  std::vector<double> row(static_cast<std::size_t>(L));
-  double* s = row.data();
   offsets.assign(static_cast<std::size_t>(C), 0.0);
-  changed = false;
-  for (std::int64_t c = 0; c < C; ++c) {
-    if (src.dtype() == DType::f32)
-      std::copy_n(src.data_as<float>() + c * L, L, s);
-    else
-      std::copy_n(src.data_as<double>() + c * L, L, s);
-    for (std::int64_t k = 0; k < L; ++k)
-      if (!std::isfinite(s[k]))
-        throw InvalidInput(
-            "matched_filter: data: " + std::string(std::isnan(s[k]) ? "NaN" : "infinite value") +
-            " (" + std::to_string(s[k]) + ") at channel " + str(c) + ", sample " + str(k) +
-            "; expected finite values (fill gaps with zeros)");
-    // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
-    const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
-    double mean = 0;
-    if (d.normalize == MfNormalize::Full) {
-      for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
-      mean /= static_cast<double>(L);
+  // Channels are independent: converted in parallel (one FP64 row per thread), which keeps the
+  // host's single pass over the data from dominating a call spread over several GPUs. An error
+  // cannot leave an OpenMP region: each channel records its own, and the lowest channel's is
+  // thrown afterwards, as the sequential loop would.
+  std::vector<std::string> errors(static_cast<std::size_t>(C));
+  std::vector<char> channel_changed(static_cast<std::size_t>(C), 0);
+#pragma omp parallel
+  {
+    std::vector<double> row(static_cast<std::size_t>(L));
+    double* s = row.data();
+#pragma omp for schedule(dynamic)
+    for (std::int64_t c = 0; c < C; ++c) {
+      if (src.dtype() == DType::f32)
+        std::copy_n(src.data_as<float>() + c * L, L, s);
+      else
+        std::copy_n(src.data_as<double>() + c * L, L, s);
+      const double* bad = std::find_if(s, s + L, [](double v) { return !std::isfinite(v); });
+      if (bad != s + L) {
+        errors[static_cast<std::size_t>(c)] =
+            "matched_filter: data: " + std::string(std::isnan(*bad) ? "NaN" : "infinite value") +
+            " (" + std::to_string(*bad) + ") at channel " + str(c) + ", sample " + str(bad - s) +
+            "; expected finite values (fill gaps with zeros)";
+        continue;
+      }
+      // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
+      const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
+      double mean = 0;
+      if (d.normalize == MfNormalize::Full) {
+        for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
+        mean /= static_cast<double>(L);
+      }
+      for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
+      const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
+      for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
+      offsets[static_cast<std::size_t>(c)] = mean * post;
+      channel_changed[static_cast<std::size_t>(c)] = mean != 0 || pre * post != 1.0;
+      // max |s| <= 2^32 now: the float32 conversion cannot overflow.
+      if (want == DType::f64)
+        std::copy_n(s, L, out.data_as<double>() + c * L);
+      else
+        std::transform(s, s + L, out.data_as<float>() + c * L,
+                       [](double v) { return static_cast<float>(v); });
     }
-    for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
-    const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
-    for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
-    offsets[static_cast<std::size_t>(c)] = mean * post;
-    changed = changed || mean != 0 || pre * post != 1.0;
-    // max |s| <= 2^32 now: the float32 conversion cannot overflow.
-    if (want == DType::f64)
-      std::copy_n(s, L, out.data_as<double>() + c * L);
-    else
-      std::transform(s, s + L, out.data_as<float>() + c * L,
-                     [](double v) { return static_cast<float>(v); });
   }
+  for (const std::string& e : errors)
+    if (!e.empty()) throw InvalidInput(e);
+  changed = std::any_of(channel_changed.begin(), channel_changed.end(), [](char x) { return x; });
   return out;
 }
 

@@ -136,6 +136,33 @@ Array prepare_templates(const Array& templates, const Dims& d, DType want) {
   return want == DType::f64 ? t : to_real(t, DType::f32, "templates", where);
 }
 
+// Whether prepare_data would leave short-normalized data as they are: every value finite and
+// each channel's max |S| zero or inside [kDataBandLow, kDataBandHigh] (no power-of-two scaling).
+// One parallel read of the data without a copy; non-finite data answer false (prepare_data's full
+// pass then names the channel and sample).
+bool unchanged_data(const Array& src, std::int64_t C, std::int64_t L) {
+  std::vector<char> ok(static_cast<std::size_t>(C), 0);
+  const auto scan = [&](const auto* x) {
+#pragma omp parallel for schedule(dynamic)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double m = 0;
+      bool finite = true;
+      for (std::int64_t k = 0; k < L; ++k) {
+        const double v = static_cast<double>(x[c * L + k]);
+        finite = finite && std::isfinite(v);
+        m = std::max(m, std::fabs(v));
+      }
+      ok[static_cast<std::size_t>(c)] =
+          finite && power_of_two_outside(m, kDataBandLow, kDataBandHigh) == 1.0;
+    }
+  };
+  if (src.dtype() == DType::f32)
+    scan(src.data_as<float>());
+  else
+    scan(src.data_as<double>());
+  return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
+}
+
 // Data in FP64, per channel: in full normalization minus the channel's FP64 mean (full CC does
 // not change under a constant shift, and the operands then round relative to |S - mean| instead
 // of |S|: with an offset 1e3 times the noise, FP16 operands would otherwise carry errors ~1e3 u
@@ -150,8 +177,12 @@ Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<dou
   const std::int64_t C = d.channels, L = d.samples;
   Array src = host_contiguous(data);
   if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
-  Array out(want, {C, L});
   offsets.assign(static_cast<std::size_t>(C), 0.0);
+  if (d.normalize == MfNormalize::Short && src.dtype() == want && unchanged_data(src, C, L)) {
+    changed = false;  // the caller's array itself: no conversion pass, no copy
+    return src.reshape({C, L});
+  }
+  Array out(want, {C, L});
   // Channels are independent: converted in parallel (one FP64 row per thread), which keeps the
   // host's single pass over the data from dominating a call spread over several GPUs. An error
   // cannot leave an OpenMP region: each channel records its own, and the lowest channel's is
@@ -160,10 +191,11 @@ Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<dou
   std::vector<char> channel_changed(static_cast<std::size_t>(C), 0);
 #pragma omp parallel
   {
-    std::vector<double> row(static_cast<std::size_t>(L));
-    double* s = row.data();
+    std::vector<double> row;  // allocated by the threads that get a channel
 #pragma omp for schedule(dynamic)
     for (std::int64_t c = 0; c < C; ++c) {
+      row.resize(static_cast<std::size_t>(L));
+      double* s = row.data();
       if (src.dtype() == DType::f32)
         std::copy_n(src.data_as<float>() + c * L, L, s);
       else

@@ -170,6 +170,17 @@ class ResidentData {
   /// The data on the calling thread's current device `device` (a peer copy, or the first one).
   [[nodiscard]] Array on(int device) const {
     if (device == source_) return first_;
+    // Direct peer access (NVLink or PCIe peer-to-peer) where the devices allow it; without it
+    // cudaMemcpyPeer stages through host memory, which every device then shares.
+    int can = 0;
+    HS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, source_));
+    if (can) {
+      const cudaError_t e = cudaDeviceEnablePeerAccess(source_, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();  // enabled by an earlier call: fine
+      else
+        HS_CUDA_CHECK(e);
+    }
     Array mine(DType::f32, first_.shape(), Memory::device);
     HS_CUDA_CHECK(cudaMemcpyPeer(mine.data(), device, first_.data(), source_,
                                  static_cast<std::size_t>(first_.nbytes())));

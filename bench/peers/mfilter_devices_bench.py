@@ -108,6 +108,18 @@ def main(argv=None):
         print(f"{n} device(s): {stats['median_ms']:.1f} ms, efficiency "
               f"{case['efficiency']:.3f}, {found.size} detections, identical {identical}",
               flush=True)
+    # The per-call cost that does not shrink with the template count: the same call with 8
+    # templates (the data's conversion, movement to the devices and window statistics).
+    for n in sizes:
+        devices = list(range(n))
+        stats, found = timed(lambda: hs.matched_filter_detect(
+            t[:8], mo[:8], w[:8], data, 1, arch="gpu", threshold=8.0, threshold_type="absolute",
+            min_separation=100, precision=args.precision, devices=devices), args.repeats)
+        cases.append({"implementation": "halfscope", "method": "tensor+detect-host",
+                      "precision": args.precision,
+                      "params": dict(params, templates=8, devices=n, what="per-call cost"),
+                      **stats, "detections": int(found.size)})
+        print(f"8 templates, {n} device(s): {stats['median_ms']:.1f} ms", flush=True)
     d0 = info["devices"][0]
     report = {"benchmark": "mfilter-devices", "date": datetime.date.today().isoformat(),
               "commit": commit(), "device": {"name": d0["name"], "cc": d0["cc"], "count": count},

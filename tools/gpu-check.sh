@@ -25,6 +25,8 @@
 #                                off, default full); deconv-summary.txt, its tables
 #   <date>-<gpu>-python.json     the Python package against CuPy / PyTorch / SciPy
 #                                (HALFSCOPE_BENCH_PYTHON=full|quick|off, default full)
+#   <date>-<gpu>-xN-mfilter-devices.json  matched filtering over the N GPUs of the host
+#                                (HALFSCOPE_BENCH_DEVICES=full|off; only with 2 GPUs or more)
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
 # reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO /
 # HALFSCOPE_BENCH_CHOL / HALFSCOPE_BENCH_DECONV / HALFSCOPE_BENCH_PYTHON
@@ -54,7 +56,7 @@ note() { echo "$*" | tee -a "$summary"; }
 
 # A misspelt knob must not silently run the full (hour-long) sweep: rejected before any work.
 for knob in HALFSCOPE_BENCH_MFILTER HALFSCOPE_BENCH_AO HALFSCOPE_BENCH_CHOL HALFSCOPE_BENCH_DECONV \
-  HALFSCOPE_BENCH_PYTHON; do
+  HALFSCOPE_BENCH_PYTHON HALFSCOPE_BENCH_DEVICES; do
   case "${!knob:-full}" in
     full | quick | off) ;;
     *)
@@ -323,6 +325,20 @@ if [ -x "$cli" ]; then
       step "deconv peers" "$log" python3 "$repo/bench/peers/deconv_peers.py" \
         --inputs "$deconv_inputs" --report "$deconv_json"; then
       tee -a "$summary" < "$results/deconv-summary.txt"
+    else
+      other_failed=1
+      tail -5 "$log" | tee -a "$summary"
+    fi
+  fi
+
+  # Matched filtering over the host's GPUs (issue 9): HALFSCOPE_BENCH_DEVICES=full (default) |
+  # off; only where nvidia-smi lists two GPUs or more.
+  gpu_count="$(nvidia-smi -L 2> /dev/null | wc -l)"
+  if [ "${HALFSCOPE_BENCH_DEVICES:-full}" != off ] && [ "$gpu_count" -ge 2 ]; then
+    dev_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}-x${gpu_count}-mfilter-devices.json"
+    if step "bench devices" "$log" env PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$repo/bench/peers/mfilter_devices_bench.py" --json "$dev_json"; then
+      note "devices bench: $dev_json"
     else
       other_failed=1
       tail -5 "$log" | tee -a "$summary"

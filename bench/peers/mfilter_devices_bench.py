@@ -125,7 +125,7 @@ def main(argv=None):
               "commit": commit(), "device": {"name": d0["name"], "cc": d0["cc"], "count": count},
               "cases": cases}
     write_report(pathlib.Path(args.json), report)
-    return 0 if all(c["identical_to_one_device"] for c in cases) else 1
+    return 0 if all(c.get("identical_to_one_device", True) for c in cases) else 1
 
 
 if __name__ == "__main__":

@@ -385,3 +385,12 @@ def test_detections_on_stdout_and_outputs_all_or_nothing(tmp_path):
     assert r.returncode == 2 and "cc.mseed" in r.stderr and "array file" in r.stderr, r.stderr
     assert not det2.exists() and not (tmp_path / "cc.mseed").exists()
     assert not [f for f in tmp_path.iterdir() if f.name.startswith(".")]  # no temporaries
+
+
+def test_devices_on_a_cpu_call_exit_2(tmp_path):
+    """--devices spreads templates over GPUs; on a CPU call it is bad usage, said in one line,
+    with no output written."""
+    _, _, _, _, p = problem(tmp_path, T=2, C=3, K=20, L=100)
+    out = tmp_path / "cc.npy"
+    assert_bad(run("--device", "cpu", "mfilter", p["t"], p["d"], "-o", out, "--devices", "0,1"),
+               out, "devices", "runs on the CPU")

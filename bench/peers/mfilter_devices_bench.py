@@ -5,8 +5,9 @@ The network case of bench mfilter (case b: 1000 templates x 30 channels x 256 sa
 4.32e6 samples per channel, moveouts in [0, 100], weights in [0.5, 1), templates cut from the
 data at known origins) through hs.matched_filter_detect on host data, split precision, an
 absolute threshold of 8 (a planted copy stacks to sum(w) ~ 22, noise to ~0.3): on 1, 2, 4 ...
-devices (MfOptions::devices: each device takes a contiguous group of templates, streams the data
-in its own chunks, and searches its stack on the device). Times are the wall clock around the
+devices (MfOptions::devices: each device takes a contiguous group of templates; the data go to
+the first device once and peer to the others; each device searches its stack). The one-device
+line is devices=[0], the same path on one device. Times are the wall clock around the
 whole call (the call returns when every device is done; CUDA events cannot span devices), median
 of --repeats after one warm-up; efficiency = t_1 / (n t_n). The detections of every device count
 must equal the one-device detections exactly (templates are independent). Writes the benchmark

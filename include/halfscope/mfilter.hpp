@@ -74,12 +74,15 @@ struct MfOptions {
   /// each channel aligned by its moveout.
   bool network_sum = true;
   /// CUDA devices of this host to spread the templates over (GPU methods; empty: the current
-  /// device). Each listed device gets a contiguous group of templates (group sizes differ by at
-  /// most one) and runs it on its own host thread from the one validated, converted copy of the
-  /// inputs; the groups' results are the rows of the one-device result, bit for bit (templates are
-  /// independent). Several devices need host data (each streams it in its own time chunks). A
-  /// device may be listed twice (two threads share it). An error on one device ends the call with
-  /// that error, prefixed "CUDA device i: ", after the other devices have finished.
+  /// device). The call is validated and converted once; each listed device gets a contiguous
+  /// group of templates (multiples of 16, the tensor kernel's tile; balanced) and runs it on its
+  /// own host thread. Host data that fit go to the first device once and peer to the others, and
+  /// the merged result then equals the same call on one listed device bit for bit (detections
+  /// too); larger host data are streamed by every device in its own time chunks, equal to a
+  /// one-device call within the method's rounding (MAD thresholds are per chunk there). Device
+  /// data run only on their own device. A device may be listed twice (two threads share it). An
+  /// error on one device ends the call with that error, its message prefixed "CUDA device i: "
+  /// (halfscope errors; others keep theirs), after the other devices have finished.
   std::vector<int> devices;
 };
 

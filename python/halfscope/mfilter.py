@@ -111,9 +111,9 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     network_sum : True: (T, n_corr); False: (T, S, C, n_corr) or (T, N, n_corr)
     precision : None (split on the GPU, single on the CPU, double for 'precise'), or a name
     method : 'auto', 'direct', 'naive', 'cublas1'..'cublas4', 'tensor' or 'fft'
-    devices : list of CUDA device indices to spread the templates over (host data; each device
-        takes a contiguous group of templates and the rows are merged, equal to one device's bit
-        for bit); None: the current device
+    devices : list of CUDA device indices to spread the templates over (each takes a contiguous
+        group of templates; the merged rows equal the same call on one listed device bit for bit
+        when the data fit on the devices; docs/scaling.md); None: the current device
 
     Returns
     -------

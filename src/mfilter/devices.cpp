@@ -21,18 +21,22 @@
 namespace halfscope::mfilter {
 
 std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t templates,
-                                                                   std::int64_t parts) {
-  if (templates < 1 || parts < 1)
+                                                                   std::int64_t parts,
+                                                                   std::int64_t granule) {
+  if (templates < 1 || parts < 1 || granule < 1)
     throw InvalidInput("matched_filter: cannot split " + std::to_string(templates) +
-                       " templates into " + std::to_string(parts) + " groups");
-  const std::int64_t n = std::min(parts, templates);
+                       " templates into " + std::to_string(parts) + " groups of multiples of " +
+                       std::to_string(granule));
+  const std::int64_t units = (templates + granule - 1) / granule;
+  const std::int64_t n = std::min(parts, units);
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
   std::int64_t begin = 0;
   for (std::int64_t g = 0; g < n; ++g) {
-    // The first templates % n groups take one template more.
-    const std::int64_t size = templates / n + (g < templates % n ? 1 : 0);
-    ranges.emplace_back(begin, begin + size);
-    begin += size;
+    // The first units % n groups take one unit more; the last group ends at `templates`.
+    const std::int64_t size = (units / n + (g < units % n ? 1 : 0)) * granule;
+    const std::int64_t end = std::min(templates, begin + size);
+    ranges.emplace_back(begin, end);
+    begin = end;
   }
   return ranges;
 }
@@ -50,13 +54,17 @@ void validate_devices(const std::vector<int>& devices, const Prepared& p) {
       throw InvalidInput("matched_filter: devices: CUDA device " + std::to_string(d) +
                          " does not exist (this host has " + std::to_string(count) + ": 0.." +
                          std::to_string(count - 1) + ")");
-  int current = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&current));
-  const bool only_current =
-      std::all_of(devices.begin(), devices.end(), [&](int d) { return d == current; });
-  if (p.data_on_device && !only_current)
-    throw InvalidInput("matched_filter: devices: the data are on CUDA device " +
-                       std::to_string(current) + "; spreading over other devices needs host data");
+  if (p.data_on_device) {
+    // Device data stay where they are: only their own device may run the call.
+    cudaPointerAttributes where{};
+    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p.data.data()));
+    const bool own =
+        std::all_of(devices.begin(), devices.end(), [&](int d) { return d == where.device; });
+    if (!own)
+      throw InvalidInput("matched_filter: devices: the data are on CUDA device " +
+                         std::to_string(where.device) +
+                         "; spreading over other devices needs host data");
+  }
 #else
   throw Unsupported("matched_filter: devices were given but halfscope was built without CUDA");
 #endif
@@ -102,53 +110,79 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end)
   // Anything else (std::bad_alloc, ...) keeps its type and message.
 }
 
+// Restores the calling thread's current device when it leaves scope (also on an exception).
+class DeviceGuard {
+ public:
+  DeviceGuard() { HS_CUDA_CHECK(cudaGetDevice(&previous_)); }
+  ~DeviceGuard() {
+    if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 // Runs work(g, group) for every template group on one host thread per device and waits for all
 // of them; then rethrows the first failure in device order, so an error on one device never
 // leaves the others running or the call hanging.
 template <class Work>
 void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
-  const auto ranges = template_ranges(p.dims.templates, static_cast<std::int64_t>(devices.size()));
+  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
   std::vector<std::exception_ptr> errors(ranges.size());
   std::vector<std::thread> threads;
   threads.reserve(ranges.size());
-  for (std::size_t g = 0; g < ranges.size(); ++g) {
-    threads.emplace_back([&, g] {
-      try {
-        HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
-        work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second));
-      } catch (...) {
-        errors[g] = std::current_exception();
-      }
-    });
+  const auto join_all = [&] {
+    for (auto& t : threads) t.join();
+  };
+  try {
+    for (std::size_t g = 0; g < ranges.size(); ++g) {
+      threads.emplace_back([&, g] {
+        try {
+          HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
+          work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second));
+        } catch (...) {
+          errors[g] = std::current_exception();
+        }
+      });
+    }
+  } catch (...) {  // a thread could not start: the started ones must finish before unwinding
+    join_all();
+    throw;
   }
-  for (auto& t : threads) t.join();
+  join_all();
   for (std::size_t g = 0; g < errors.size(); ++g)
     if (errors[g]) rethrow_on_device(errors[g], devices[g]);
 }
 
-// Host data that fit next to each group's whole stack on every device are placed on the devices
-// once: one upload to the first device, then peer copies (NVLink where present), instead of every
-// device streaming the whole host array through the host's memory and its own PCIe link, which
-// made the data movement grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
+// Host data that fit next to each group's whole stack on every device (and no test forces time
+// chunks, which exercises the streaming path below) are placed on the devices once: one upload to
+// the first device, then peer copies (NVLink where present), instead of every device streaming the
+// whole host array through the host's memory and its own PCIe link, which made the data movement
+// grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
 class ResidentData {
  public:
   ResidentData(const Prepared& p, const std::vector<int>& devices) {
     if (p.data_on_device || p.data.dtype() != DType::f32) return;
-    const auto ranges = template_ranges(p.dims.templates, std::ssize(devices));
+    const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
     const std::int64_t rows_per_template = p.dims.network_sum ? 1 : p.dims.channels;
-    std::vector<std::pair<int, std::int64_t>> need;  // device, bytes (stacks of its groups)
+    // Per group: its whole stack, its window statistics (about twice the data) and, away from
+    // the first device, its own copy of the data; the first device holds the data once.
+    std::vector<std::pair<int, std::int64_t>> need{{devices.front(), p.data.nbytes()}};
     for (std::size_t g = 0; g < ranges.size(); ++g) {
-      const std::int64_t stack =
-          (ranges[g].second - ranges[g].first) * rows_per_template * p.dims.n_corr * 4;
+      std::int64_t bytes =
+          (ranges[g].second - ranges[g].first) * rows_per_template * p.dims.n_corr * 4 +
+          2 * p.data.nbytes();
+      if (devices[g] != devices.front()) bytes += p.data.nbytes();
       auto it =
           std::find_if(need.begin(), need.end(), [&](auto& n) { return n.first == devices[g]; });
       if (it == need.end())
-        need.emplace_back(devices[g], p.data.nbytes() + stack);
+        need.emplace_back(devices[g], bytes);
       else
-        it->second += stack;
+        it->second += bytes;
     }
-    int current = 0;
-    HS_CUDA_CHECK(cudaGetDevice(&current));
+    const DeviceGuard restore;
     bool fits = true;
     for (const auto& [device, bytes] : need) {
       std::size_t free = 0, total = 0;
@@ -157,12 +191,11 @@ class ResidentData {
       // A quarter of the free memory stays for the backends' scratch and other users.
       fits = fits && bytes <= static_cast<std::int64_t>(free) / 4 * 3;
     }
-    if (fits) {
+    if (fits && !chunks_forced_for_testing()) {
       HS_CUDA_CHECK(cudaSetDevice(devices.front()));
       first_ = p.data.to(Memory::device);
       source_ = devices.front();
     }
-    HS_CUDA_CHECK(cudaSetDevice(current));
   }
 
   [[nodiscard]] bool active() const { return !first_.empty(); }

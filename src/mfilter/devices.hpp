@@ -13,14 +13,22 @@
 
 namespace halfscope::mfilter {
 
+/// Templates per group are multiples of this (but the last group's): the tensor kernel works on
+/// tiles of 16 templates (kTemplatesPerTile, kernels/tensor_step.cuh) and stages each tile's data
+/// from the tile's smallest moveout, so groups aligned to 16 give every tile the templates, hence
+/// the staged samples and their FP16 scaling, that it has in a one-device call.
+inline constexpr std::int64_t kGroupGranule = 16;
+
 /// [begin, end) template ranges for `parts` groups: contiguous, in order, covering 0..templates,
-/// sizes differing by at most one; min(parts, templates) groups (none empty). InvalidInput for
-/// templates < 1 or parts < 1.
+/// each a multiple of `granule` templates but the last (which ends at `templates`), the counts of
+/// granules differing by at most one; min(parts, ceil(templates / granule)) groups (none empty).
+/// InvalidInput for templates, parts or granule < 1.
 std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t templates,
-                                                                   std::int64_t parts);
+                                                                   std::int64_t parts,
+                                                                   std::int64_t granule = 1);
 
 /// Checks options.devices against the machine and the call: every index a CUDA device of this
-/// host, a GPU method, host data when the call spreads over more than the data's own device.
+/// host, a GPU method, and for device data only the device that holds them.
 /// InvalidInput naming the index, the count and what was found; Unsupported without CUDA.
 void validate_devices(const std::vector<int>& devices, const Prepared& p);
 

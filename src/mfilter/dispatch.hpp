@@ -61,6 +61,9 @@ std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& detec
 /// Forces at most `max_corr` correlation times per GPU time chunk (0: size chunks from free
 /// device memory, the default), so tests can exercise the streaming on small inputs.
 void set_chunk_correlations_for_testing(std::int64_t max_corr);
+/// Whether a test forces the chunk size (then several devices stream host data in chunks instead
+/// of placing them on the devices, so the tests reach that path on small inputs).
+bool chunks_forced_for_testing();
 /// detect_peaks on a device stack: thresholds and candidates on the device, the exact
 /// declustering on the host.
 std::vector<Detection> detect_device_stack(const float* stack, std::int64_t templates,

@@ -299,6 +299,10 @@ void set_chunk_correlations_for_testing(std::int64_t max_corr) {
   g_chunk_override.store(max_corr);
 }
 
+bool chunks_forced_for_testing() {
+  return g_chunk_override.load() > 0;
+}
+
 void run_cuda_into(const Prepared& p, float* host) {
   const Dims& d = p.dims;
   const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;

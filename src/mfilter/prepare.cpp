@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <exception>
 #include <string>
 #include <vector>
+
+#include <omp.h>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
@@ -189,45 +192,54 @@ Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<dou
   // thrown afterwards, as the sequential loop would.
   std::vector<std::string> errors(static_cast<std::size_t>(C));
   std::vector<char> channel_changed(static_cast<std::size_t>(C), 0);
-#pragma omp parallel
+  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(C));
+  // At most 16 threads: each holds one FP64 row of L samples (69 MB for a day at 100 Hz).
+  const int threads = static_cast<int>(std::min<std::int64_t>({C, 16, omp_get_max_threads()}));
+#pragma omp parallel num_threads(threads)
   {
     std::vector<double> row;  // allocated by the threads that get a channel
 #pragma omp for schedule(dynamic)
     for (std::int64_t c = 0; c < C; ++c) {
-      row.resize(static_cast<std::size_t>(L));
-      double* s = row.data();
-      if (src.dtype() == DType::f32)
-        std::copy_n(src.data_as<float>() + c * L, L, s);
-      else
-        std::copy_n(src.data_as<double>() + c * L, L, s);
-      const double* bad = std::find_if(s, s + L, [](double v) { return !std::isfinite(v); });
-      if (bad != s + L) {
-        errors[static_cast<std::size_t>(c)] =
-            "matched_filter: data: " + std::string(std::isnan(*bad) ? "NaN" : "infinite value") +
-            " (" + std::to_string(*bad) + ") at channel " + str(c) + ", sample " + str(bad - s) +
-            "; expected finite values (fill gaps with zeros)";
-        continue;
+      try {
+        row.resize(static_cast<std::size_t>(L));
+        double* s = row.data();
+        if (src.dtype() == DType::f32)
+          std::copy_n(src.data_as<float>() + c * L, L, s);
+        else
+          std::copy_n(src.data_as<double>() + c * L, L, s);
+        const double* bad = std::find_if(s, s + L, [](double v) { return !std::isfinite(v); });
+        if (bad != s + L) {
+          errors[static_cast<std::size_t>(c)] =
+              "matched_filter: data: " + std::string(std::isnan(*bad) ? "NaN" : "infinite value") +
+              " (" + std::to_string(*bad) + ") at channel " + str(c) + ", sample " + str(bad - s) +
+              "; expected finite values (fill gaps with zeros)";
+          continue;
+        }
+        // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
+        const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
+        double mean = 0;
+        if (d.normalize == MfNormalize::Full) {
+          for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
+          mean /= static_cast<double>(L);
+        }
+        for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
+        const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
+        for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
+        offsets[static_cast<std::size_t>(c)] = mean * post;
+        channel_changed[static_cast<std::size_t>(c)] = mean != 0 || pre * post != 1.0;
+        // max |s| <= 2^32 now: the float32 conversion cannot overflow.
+        if (want == DType::f64)
+          std::copy_n(s, L, out.data_as<double>() + c * L);
+        else
+          std::transform(s, s + L, out.data_as<float>() + c * L,
+                         [](double v) { return static_cast<float>(v); });
+      } catch (...) {  // nothing may leave the OpenMP region (std::bad_alloc of a row, ...)
+        failures[static_cast<std::size_t>(c)] = std::current_exception();
       }
-      // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
-      const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
-      double mean = 0;
-      if (d.normalize == MfNormalize::Full) {
-        for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
-        mean /= static_cast<double>(L);
-      }
-      for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
-      const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
-      for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
-      offsets[static_cast<std::size_t>(c)] = mean * post;
-      channel_changed[static_cast<std::size_t>(c)] = mean != 0 || pre * post != 1.0;
-      // max |s| <= 2^32 now: the float32 conversion cannot overflow.
-      if (want == DType::f64)
-        std::copy_n(s, L, out.data_as<double>() + c * L);
-      else
-        std::transform(s, s + L, out.data_as<float>() + c * L,
-                       [](double v) { return static_cast<float>(v); });
     }
   }
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
   for (const std::string& e : errors)
     if (!e.empty()) throw InvalidInput(e);
   changed = std::any_of(channel_changed.begin(), channel_changed.end(), [](char x) { return x; });

@@ -1,12 +1,17 @@
-// Matched filtering spread over several CUDA devices (MfOptions::devices): the merged result is
-// the one-device result bit for bit (templates are independent and every group runs the same
-// kernels on the same data), per channel and stacked, for the tensor and FFT methods, and so are
-// the detections of matched_filter_detect. On a one-GPU machine the device is listed twice, which
-// runs the same threads, groups and merge; with several GPUs every device of the host is used.
-// Bad device lists are InvalidInput naming the index.
+// Matched filtering spread over several CUDA devices (MfOptions::devices). With the data placed
+// on the devices (the default when they fit) the merged result and the detections equal the same
+// call on one listed device bit for bit (templates are independent, groups are aligned to the
+// tensor kernel's 16-template tiles, every group sees the whole data); with host data streamed in
+// forced time chunks each group plans its own chunks, so the rows agree with a call without
+// devices within the method's error bound. On a one-GPU machine the device is listed twice (the
+// same threads, groups and merge); with several GPUs every device of the host is used. Bad device
+// lists are InvalidInput naming the index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,27 +41,56 @@ bool bitwise_equal(const Array& a, const Array& b) {
          std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.nbytes())) == 0;
 }
 
+/// 40 templates (groups of 16, 16, 8 or 32, 8: unequal, aligned to the tensor kernel's tiles)
+/// over data whose amplitude jumps by powers of two every 64 samples (so the FP16 staging scale
+/// of the tensor kernel's tiles varies along the data), with moveouts and weights.
+mftest::Case varied_case(std::uint64_t seed) {
+  mftest::Case c = mftest::random_case(40, 3, 48, 6000, seed);
+  mftest::randomize_network(c, -20, 60, seed + 1);
+  std::mt19937_64 rng(seed + 2);
+  std::uniform_int_distribution<int> e(-6, 6);
+  for (std::int64_t b = 0; b < c.C * c.L; b += 64) {
+    const double scale = std::ldexp(1.0, e(rng));
+    for (std::int64_t k = b; k < std::min(b + 64, c.C * c.L); ++k)
+      c.data[static_cast<std::size_t>(k)] *= scale;
+  }
+  return c;
+}
+
 struct DevicesCase {
   MfMethod method;
   Precision precision;
   bool network;
 };
 
-class MfilterDevicesGpu : public ::testing::TestWithParam<DevicesCase> {};
+std::string devices_case_name(const ::testing::TestParamInfo<DevicesCase>& test) {
+  return std::string(mf_method_name(test.param.method)) + "_" +
+         std::string(precision_name(test.param.precision)) +
+         (test.param.network ? "_network" : "_per_channel");
+}
 
-TEST_P(MfilterDevicesGpu, MergedRowsEqualTheOneDeviceResultBitForBit) {
+class MfilterDevicesGpu : public ::testing::TestWithParam<DevicesCase> {
+ protected:
+  MfOptions options() const {
+    MfOptions o;
+    o.device = DeviceKind::Cuda;
+    o.method = GetParam().method;
+    o.precision = GetParam().precision;
+    o.network_sum = GetParam().network;
+    o.step = 2;
+    return o;
+  }
+};
+
+// The data placed on the devices (the default whenever they fit): the merged rows are those of
+// the same call on one listed device, bit for bit.
+TEST_P(MfilterDevicesGpu, MergedRowsEqualOneListedDeviceBitForBit) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  // 7 templates: groups of unequal size (4 + 3 on two devices).
-  mftest::Case c = mftest::random_case(7, 3, 48, 6000, 21);
-  mftest::randomize_network(c, -20, 60, 22);
+  const mftest::Case c = varied_case(21);
   const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
   const Array x = mftest::to_array(c.data, {c.C, c.L});
-  MfOptions o;
-  o.device = DeviceKind::Cuda;
-  o.method = GetParam().method;
-  o.precision = GetParam().precision;
-  o.network_sum = GetParam().network;
-  o.step = 2;
+  MfOptions o = options();
+  o.devices = {0};
   const Array one = matched_filter(t, x, o, mftest::network_of(c));
   o.devices = all_devices();
   const Array many = matched_filter(t, x, o, mftest::network_of(c));
@@ -68,25 +102,64 @@ INSTANTIATE_TEST_SUITE_P(Methods, MfilterDevicesGpu,
                                            DevicesCase{MfMethod::Tensor, Precision::Mixed, false},
                                            DevicesCase{MfMethod::FFT, Precision::Single, true},
                                            DevicesCase{MfMethod::Naive, Precision::Single, false}),
-                         [](const auto& test) {
-                           return std::string(mf_method_name(test.param.method)) + "_" +
-                                  std::string(precision_name(test.param.precision)) +
-                                  (test.param.network ? "_network" : "_per_channel");
-                         });
+                         devices_case_name);
 
-TEST(MfilterDevicesGpu, DetectionsEqualTheOneDeviceDetections) {
+// Host data streamed by every device in forced time chunks (the path of data too large to place
+// on the devices): each group plans its own chunks, so the rows equal a call without devices to
+// within the method's error bound (twice the bound of one result against the exact stack).
+class MfilterDevicesStreamingGpu : public MfilterDevicesGpu {};
+
+TEST_P(MfilterDevicesStreamingGpu, AgreesWithNoDevicesWithinTheMethodsBound) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  mftest::Case c = mftest::random_case(5, 4, 64, 20000, 31);
+  const mftest::Case c = varied_case(51);
+  const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  const Array x = mftest::to_array(c.data, {c.C, c.L});
+  const mftest::ForcedChunks chunks(700);
+  MfOptions o = options();
+  const Array one = matched_filter(t, x, o, mftest::network_of(c));
+  o.devices = all_devices();
+  const Array many = matched_filter(t, x, o, mftest::network_of(c));
+  ASSERT_EQ(one.shape(), many.shape());
+  const double per_channel = mftest::method_error_bound(
+      o.method, *o.precision, mftest::rounded_to_float(c), MfNormalize::Short);
+  const double bound =
+      2 * (o.network_sum ? mftest::stack_error_bound(c, per_channel) : per_channel);
+  double worst = 0;
+  for (std::int64_t i = 0; i < one.size(); ++i)
+    worst = std::max(
+        worst, std::fabs(static_cast<double>(one.data_as<float>()[i]) - many.data_as<float>()[i]));
+  EXPECT_LE(worst, bound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, MfilterDevicesStreamingGpu,
+                         ::testing::Values(DevicesCase{MfMethod::Tensor, Precision::Split, true},
+                                           DevicesCase{MfMethod::Naive, Precision::Single, false}),
+                         devices_case_name);
+
+TEST(MfilterDevicesGpu, DetectionsEqualOneListedDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  mftest::Case c = mftest::random_case(40, 4, 64, 20000, 31);
   mftest::randomize_network(c, 0, 40, 32);
-  mftest::plant_events(c, {{0, 1000, 1.0}, {2, 7000, 1.0}, {4, 15000, 1.0}, {1, 9000, 1.0}}, 0.05,
-                       33);
+  mftest::plant_events(c, {{0, 1000, 1.0}, {21, 7000, 1.0}, {39, 15000, 1.0}, {17, 9000, 1.0}},
+                       0.05, 33);
   const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
   const Array x = mftest::to_array(c.data, {c.C, c.L});
   MfOptions o;
   o.device = DeviceKind::Cuda;
   o.precision = Precision::Split;
+  o.devices = {0};
   DetectOptions d;
-  d.threshold = 10;
+  d.type = ThresholdType::Absolute;
+  // A planted copy (noise 0.05 against unit-amplitude templates) stacks to ~sum_c w[t, c]: the
+  // threshold sits below the weakest planted template's sum, so every event is found.
+  double weakest = 1e300;
+  for (const std::int64_t tp : {0, 21, 39, 17}) {
+    double sum = 0;
+    for (std::int64_t ch = 0; ch < c.C; ++ch)
+      sum += c.weights[static_cast<std::size_t>(tp * c.C + ch)];
+    weakest = std::min(weakest, sum);
+  }
+  d.threshold = 0.9 * weakest;
   d.min_separation = 200;
   const auto one = matched_filter_detect(t, x, o, mftest::network_of(c), d);
   o.devices = all_devices();

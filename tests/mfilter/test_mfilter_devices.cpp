@@ -34,9 +34,36 @@ TEST(MfilterDevices, TemplateRangesAreContiguousCoveringAndBalanced) {
   }
 }
 
+TEST(MfilterDevices, TemplateRangesAlignToTheGranule) {
+  for (std::int64_t t : {1, 15, 16, 17, 40, 1000}) {
+    for (std::int64_t parts : {1, 2, 3, 4}) {
+      const auto r = template_ranges(t, parts, 16);
+      const std::int64_t units = (t + 15) / 16;
+      ASSERT_EQ(static_cast<std::int64_t>(r.size()), std::min(parts, units)) << t << " " << parts;
+      std::int64_t next = 0, smallest = units, largest = 0;
+      for (std::size_t g = 0; g < r.size(); ++g) {
+        EXPECT_EQ(r[g].first, next);
+        EXPECT_EQ(r[g].first % 16, 0);  // every group starts on a tile of 16 templates
+        const std::int64_t u = (r[g].second - r[g].first + 15) / 16;
+        if (g + 1 < r.size()) {
+          EXPECT_EQ((r[g].second - r[g].first) % 16, 0);
+          smallest = std::min(smallest, u);
+        }
+        largest = std::max(largest, u);
+        next = r[g].second;
+      }
+      EXPECT_EQ(next, t);
+      if (r.size() > 1) {
+        EXPECT_LE(largest - smallest, 1) << t << " templates in " << parts;
+      }
+    }
+  }
+}
+
 TEST(MfilterDevices, TemplateRangesRejectEmptyInputs) {
   EXPECT_THROW((void)template_ranges(0, 2), InvalidInput);
   EXPECT_THROW((void)template_ranges(3, 0), InvalidInput);
+  EXPECT_THROW((void)template_ranges(3, 2, 0), InvalidInput);
 }
 
 TEST(MfilterDevices, DevicesOnACpuCallAreRejected) {

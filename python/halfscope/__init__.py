@@ -24,7 +24,7 @@ from .deconv import DeconvResult, apply_psf, deconvolve, tikhonov_criterion, tik
 from .mfilter import detect, matched_filter, matched_filter_detect
 
 #: The library's version (CMakeLists.txt's project VERSION, which pyproject.toml reads too).
-__version__ = _core.info()["version"]
+__version__ = _core.version()
 
 __all__ = [
     "Error", "InvalidInput", "IoError", "Unsupported", "CudaError", "NumericalError",

@@ -65,12 +65,16 @@ def prepare(x, name: str, like_array=None):
 
 
 def to_numpy(x) -> np.ndarray:
-    """A NumPy copy (device arrays) or view (host arrays) of `x`."""
+    """A NumPy copy (device arrays) or view (host arrays) of `x`; torch bfloat16 becomes float32
+    (NumPy has no bfloat16; float32 holds every value exactly)."""
     kind = framework_of(x)
     if kind == "cupy":
         return x.get()
     if kind == "torch":
-        return x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":
+            x = x.float()
+        return x.numpy()
     return np.asarray(x)
 
 

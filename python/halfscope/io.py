@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ._arrays import to_numpy
 from ._core import InvalidInput
 
 __all__ = ["SeismicArray", "from_stream", "templates_from_stream", "to_stream", "cc_to_trace",
@@ -38,16 +39,9 @@ def _require(module: str, pip_name: str, caller: str):
 
 
 def _to_numpy(x: Any, name: str) -> np.ndarray:
-    """A host NumPy array from NumPy, CuPy or torch input (device data are copied to the host)."""
-    mod = type(x).__module__.split(".")[0]
-    if mod == "cupy":
-        x = x.get()
-    elif mod == "torch":
-        x = x.detach().cpu()
-        if str(x.dtype) == "torch.bfloat16":  # NumPy has no bfloat16; float32 holds it exactly
-            x = x.float()
-        x = x.numpy()
-    a = np.asarray(x)
+    """A host NumPy array from NumPy, CuPy or torch input (device data are copied to the host,
+    torch bfloat16 widened to float32: halfscope._arrays.to_numpy), checked to be real."""
+    a = to_numpy(x)
     if a.dtype.kind == "c":
         raise InvalidInput(f"{name}: expected real values, found dtype {a.dtype}")
     if a.dtype.kind not in "fiub":

@@ -50,4 +50,15 @@ class StreamOrder {
   bool active_;
 };
 
+/// Runs `compute` (a library call) with the GIL released and ordered with the caller's stream
+/// (StreamOrder), and returns its result: the shape of every binding's call.
+template <class F>
+auto released(std::uintptr_t caller_stream, bool device_data, F&& compute) {
+  nb::gil_scoped_release unlocked;
+  StreamOrder order(caller_stream, device_data);
+  auto result = compute();
+  order.finish();
+  return result;
+}
+
 }  // namespace halfscope::python

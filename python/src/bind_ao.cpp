@@ -153,12 +153,8 @@ nb::dict evaluate(const std::string& system, const AnyArray& reconstructor, doub
   o.psf_size = psf_size;
   o.device = parse_device_kind(device);
   o.projection = parse_projection(projection);
-  ao::Evaluation e;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, r.on_device());
-    e = ao::evaluate_reconstructor(s, r, o);
-  }
+  const ao::Evaluation e =
+      released(stream, r.on_device(), [&] { return ao::evaluate_reconstructor(s, r, o); });
   nb::dict d;
   d["tomographic_error_nm"] = e.tomographic_error_nm;
   d["strehl_marechal"] = e.strehl_marechal;
@@ -192,12 +188,8 @@ void bind_ao(nb::module_& m) {
          std::uintptr_t stream) {
         const Array a = view_of(cmm, "cmm"), b = view_of(ctm, "ctm");
         const DeviceKind d = parse_device_kind(device);
-        Array r;
-        {
-          nb::gil_scoped_release unlocked;
-          StreamOrder order(stream, a.on_device() || b.on_device());
-          r = ao::reconstructor_fp64(a, b, d);
-        }
+        const Array r = released(stream, a.on_device() || b.on_device(),
+                                 [&] { return ao::reconstructor_fp64(a, b, d); });
         return to_python(r, Framework::numpy);
       },
       nb::arg("cmm"), nb::arg("ctm"), nb::arg("device"), nb::arg("stream"),

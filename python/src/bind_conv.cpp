@@ -25,13 +25,8 @@ nb::object convolve(const AnyArray& image, const AnyArray& kernel, const std::st
   const Array a = view_of(image, "in1");
   const Array k = view_of(kernel, "in2");
   const Framework out_kind = parse_framework(framework);
-  Array out;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, a.on_device() || k.on_device());
-    out = convolve2d(a, k, options);
-    order.finish();
-  }
+  const Array out =
+      released(stream, a.on_device() || k.on_device(), [&] { return convolve2d(a, k, options); });
   return to_python(out, out_kind);
 }
 

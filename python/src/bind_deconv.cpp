@@ -55,13 +55,8 @@ nb::dict run(const AnyArray& dirty, const AnyArray& psf, const std::string& solv
   o.trace_distance = trace_distance;
   const Array g = view_of(dirty, "dirty");
   const Array h = view_of(psf, "psf");
-  deconv::DeconvResult r;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, g.on_device() || h.on_device());
-    r = deconv::deconvolve(g, h, o);
-    order.finish();
-  }
+  const deconv::DeconvResult r =
+      released(stream, g.on_device() || h.on_device(), [&] { return deconv::deconvolve(g, h, o); });
   nb::dict d;
   d["image"] = to_python(r.image, Framework::numpy);
   d["trace"] = trace_columns(r.trace);
@@ -83,12 +78,8 @@ nb::object exact(const AnyArray& dirty, const AnyArray& psf, double lambda,
   const Array h = view_of(psf, "psf");
   const Boundary b = parse_boundary(boundary);
   const DeviceKind d = parse_device_kind(device);
-  Array f;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, g.on_device() || h.on_device());
-    f = deconv::tikhonov_exact(g, h, lambda, b, d);
-  }
+  const Array f = released(stream, g.on_device() || h.on_device(),
+                           [&] { return deconv::tikhonov_exact(g, h, lambda, b, d); });
   return to_python(f, Framework::numpy);
 }
 

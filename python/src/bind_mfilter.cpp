@@ -70,13 +70,8 @@ nb::object correlate(const AnyArray& templates, const AnyArray& data,
   const Array s = view_of(data, "data");
   const MfNetwork net = network_of(moveouts, weights);
   const Framework out_kind = parse_framework(framework);
-  Array cc;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, t.on_device() || s.on_device());
-    cc = matched_filter(t, s, o, net);
-    order.finish();
-  }
+  const Array cc = released(stream, t.on_device() || s.on_device(),
+                            [&] { return matched_filter(t, s, o, net); });
   return to_python(cc, out_kind);
 }
 
@@ -93,12 +88,8 @@ nb::dict detect(const AnyArray& stack, double threshold, const std::string& type
                 std::int64_t min_separation, std::int64_t step, std::uintptr_t stream) {
   const DetectOptions d = detect_options(threshold, type, min_separation);
   const Array cc = view_of(stack, "cc_sum");
-  std::vector<Detection> found;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, cc.on_device());
-    found = detect_peaks(cc, d, step);
-  }
+  const std::vector<Detection> found =
+      released(stream, cc.on_device(), [&] { return detect_peaks(cc, d, step); });
   return detection_columns(found, false);
 }
 
@@ -114,12 +105,9 @@ nb::dict correlate_detect(const AnyArray& templates, const AnyArray& data,
   const Array t = view_of(templates, "templates");
   const Array s = view_of(data, "data");
   const MfNetwork net = network_of(moveouts, weights);
-  std::vector<Detection> found;
-  {
-    nb::gil_scoped_release unlocked;
-    StreamOrder order(stream, t.on_device() || s.on_device());
-    found = matched_filter_detect(t, s, o, net, d);
-  }
+  const std::vector<Detection> found = released(stream, t.on_device() || s.on_device(), [&] {
+    return matched_filter_detect(t, s, o, net, d);
+  });
   return detection_columns(found, true);
 }
 

@@ -112,6 +112,9 @@ NB_MODULE(_core, m) {
   nb::register_exception_translator(translate);
 
   m.def("info", &info, "Devices, backends and versions, as `halfscope info --json` reports them.");
+  // Cheap (no device query, no CUDA context): the package reads it at import.
+  m.def(
+      "version", [] { return halfscope::build_info().version; }, "The library's version.");
   m.def("cuda_available", &halfscope::cuda_available, "Whether a CUDA device can run kernels.");
 
   halfscope::python::bind_conv(m);

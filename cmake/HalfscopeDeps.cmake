@@ -42,6 +42,20 @@ endfunction()
 halfscope_optional_library(FITS ${HALFSCOPE_WITH_FITS} fitsio.h cfitsio)
 halfscope_optional_library(MSEED ${HALFSCOPE_WITH_MSEED} libmseed.h mseed)
 
+# MPI for the scale-out over hosts (issue 9): C++ compiler wrapper flags through FindMPI.
+set(HALFSCOPE_HAS_MPI OFF)
+if(NOT HALFSCOPE_WITH_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS CXX QUIET)
+  if(MPI_CXX_FOUND)
+    set(HALFSCOPE_HAS_MPI ON)
+    message(STATUS "halfscope: MPI found (${MPIEXEC_EXECUTABLE})")
+  elseif(HALFSCOPE_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "halfscope: HALFSCOPE_WITH_MPI=ON but no MPI found (apt-get install libopenmpi-dev openmpi-bin)")
+  else()
+    message(STATUS "halfscope: MPI not found; the MPI scale-out is not built")
+  endif()
+endif()
+
 # CPU BLAS for the CPU ceilings and, later, the CPU Cholesky.
 find_path(HS_CBLAS_INCLUDE cblas.h)
 find_library(HS_BLAS_LIBRARY NAMES openblas blas)

@@ -17,6 +17,10 @@ struct Globals {
   std::string device = "auto";  // auto | cpu | cuda
   bool quiet = false;
   bool verbose = false;
+  /// This process's MPI rank and the job's rank count (0 and 1 unless started by mpirun in a
+  /// build with MPI); only the subcommands main.cpp lists as MPI-aware run with more ranks.
+  int rank = 0;
+  int ranks = 1;
   [[nodiscard]] DeviceKind device_kind() const { return parse_device_kind(device); }
 };
 

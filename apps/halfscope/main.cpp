@@ -1,24 +1,98 @@
 // halfscope: entry point. Parses the command line, runs one subcommand and maps what it throws to
 // the exit status of DESIGN.md section 4: 0 success, 2 bad usage or input, 1 runtime failure.
+// Started by mpirun in a build with MPI, it initialises MPI first; then only the MPI-aware
+// subcommands run on more than one rank, and a failure that not every rank shares ends the whole
+// job (MPI_Abort) instead of leaving the other ranks waiting.
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "cli.hpp"
 #include "deconv_cli.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 
+#if HALFSCOPE_HAS_MPI
+#include "halfscope/mpi/comm.hpp"
+#endif
+
+namespace {
+
+using halfscope::cli::Globals;
+
+// Subcommands (space-separated paths) that split their work over MPI ranks (docs/scaling.md).
+constexpr std::array<const char*, 3> kMpiAware{"mfilter", "cholesky", "ao reconstructor"};
+
+// The path of the subcommand the command line chose, e.g. "ao reconstructor".
+std::string chosen_path(const CLI::App& app) {
+  std::string path;
+  const CLI::App* level = &app;
+  while (true) {
+    const auto chosen = level->get_subcommands();
+    if (chosen.empty()) return path;
+    level = chosen.front();
+    path += (path.empty() ? "" : " ") + level->get_name();
+  }
+}
+
+// Set when the error being handled was met identically by every rank (the command line).
+bool every_rank_fails = false;
+
+// Rejects, on every rank alike, a subcommand that would run whole on each rank (each writing the
+// same outputs) in a job of several ranks.
+void check_ranks(const CLI::App& app, const Globals& g) {
+  if (g.ranks == 1) return;
+  const std::string path = chosen_path(app);
+  for (const char* aware : kMpiAware)
+    if (path == aware) return;
+  every_rank_fails = true;
+  throw halfscope::InvalidInput("halfscope " + path + " does not run over MPI ranks (this job has " +
+                                std::to_string(g.ranks) +
+                                "); run it without mpirun, or use an MPI-aware subcommand: "
+                                "mfilter, cholesky, ao reconstructor");
+}
+
+// Prints an error and gives the exit status; in a job of several ranks an error only some ranks
+// met ends every rank (an agreed one, which every rank throws, is printed once, by rank 0).
+int fail(const Globals& g, const std::string& message, int status) {
+#if HALFSCOPE_HAS_MPI
+  if (g.ranks > 1 && !every_rank_fails && !halfscope::mpi::failure_was_agreed())
+    halfscope::mpi::abort_job(message, status);
+#endif
+  if (g.rank == 0) std::cerr << "halfscope: error: " << message << "\n";
+  return status;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace halfscope;
+  cli::Globals globals;
+#if HALFSCOPE_HAS_MPI
+  std::optional<mpi::Environment> mpi_environment;
+  std::optional<mpi::Comm> world;
+  try {
+    if (mpi::launched()) {
+      mpi_environment.emplace(argc, argv);
+      world.emplace(mpi::Comm::world());
+      globals.rank = world->rank();
+      globals.ranks = world->size();
+    }
+  } catch (const Error& e) {
+    std::cerr << "halfscope: error: " << e.what() << "\n";
+    return 1;
+  }
+#endif
   CLI::App app{"halfscope " HALFSCOPE_VERSION
                ": mixed-precision kernels of observational science on tensor cores and CPUs",
                "halfscope"};
   app.set_version_flag("--version", HALFSCOPE_VERSION);
   app.require_subcommand(1);
   app.fallthrough();
-  cli::Globals globals;
   app.add_option("--device", globals.device, "where to run: auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
@@ -35,22 +109,23 @@ int main(int argc, char** argv) {
   cli::register_deconv(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);
+  // Runs after parsing, before the chosen subcommand's callback.
+  app.parse_complete_callback([&] { check_ranks(app, globals); });
 
   try {
     app.parse(argc, argv);
     return 0;
   } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with exit code 0 in CLI11.
+    // --help and --version are "errors" with exit code 0 in CLI11. Every rank parses the same
+    // command line, so every rank ends alike; one prints.
+    if (globals.rank != 0) return e.get_exit_code() == 0 ? 0 : 2;
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   } catch (const Error& e) {
-    std::cerr << "halfscope: error: " << e.what() << "\n";
-    return e.exit_status();
+    return fail(globals, e.what(), e.exit_status());
   } catch (const std::bad_alloc&) {
-    std::cerr << "halfscope: error: out of memory\n";
-    return 1;
+    return fail(globals, "out of memory", 1);
   } catch (const std::exception& e) {
-    std::cerr << "halfscope: error: " << e.what() << "\n";
-    return 1;
+    return fail(globals, e.what(), 1);
   }
 }

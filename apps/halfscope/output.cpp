@@ -9,11 +9,11 @@
 namespace halfscope::cli {
 
 void info(const Globals& g, const std::string& message) {
-  if (!g.quiet) std::cerr << message << "\n";
+  if (!g.quiet && g.rank == 0) std::cerr << message << "\n";  // one voice for an MPI job
 }
 
 void detail(const Globals& g, const std::string& message) {
-  if (g.verbose && !g.quiet) std::cerr << message << "\n";
+  if (g.verbose && !g.quiet && g.rank == 0) std::cerr << message << "\n";
 }
 
 void warn(const std::string& message) {

@@ -77,6 +77,7 @@ struct DeviceProblem {
   const float* weights = nullptr;
   float* out = nullptr;
   cudaStream_t stream = nullptr;
+  std::int64_t tile_spread_floor = 0;  // Prepared::tile_spread_floor
 };
 
 /// Inverse window norms for every window start s in [0, L - K] of every channel:

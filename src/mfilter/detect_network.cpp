@@ -46,7 +46,7 @@ void count_channels_used(std::vector<Detection>& detections, const Prepared& p) 
   if (detections.empty()) return;
   const Dims& d = p.dims;
   const Array x = p.data.on_device() ? p.data.to(Memory::host) : p.data;
-  for (Detection& det : detections) {
+  for (const Detection& det : detections)
     if (det.template_index < 0 || det.template_index >= d.templates || det.correlation_index < 0 ||
         det.correlation_index >= d.n_corr)
       throw InvalidInput("mf_count_channels_used: detection at template " +
@@ -54,6 +54,12 @@ void count_channels_used(std::vector<Detection>& detections, const Prepared& p) 
                          std::to_string(det.correlation_index) + " lies outside the (" +
                          std::to_string(d.templates) + ", " + std::to_string(d.n_corr) +
                          ") stack of these inputs");
+  // Detections are independent (a network of 1000 detections x 30 channels took tens of ms
+  // serially, after a GPU stack of a quarter of a second on four devices).
+  const auto n = static_cast<std::int64_t>(detections.size());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::int64_t i = 0; i < n; ++i) {
+    Detection& det = detections[static_cast<std::size_t>(i)];
     det.channels_used =
         x.dtype() == DType::f64
             ? channels_used(det, p, p.templates.data_as<double>(), x.data_as<double>())

@@ -74,10 +74,32 @@ void validate_devices(const std::vector<int>& devices, const Prepared& p) {
 
 namespace {
 
+// The largest moveout spread within a tile of 16 templates, over channels and tiles (the
+// tensor kernel's moveout_spread_kernel over the whole call). The kernel shortens its tiles of
+// correlation times by it, which moves where each block stages and scales its data: a group
+// must use the whole call's value to compute the one-device call's bits.
+std::int64_t tile_moveout_spread(const Prepared& p) {
+  const std::int64_t T = p.dims.templates, C = p.dims.channels;
+  if (p.moveouts.empty()) return 0;
+  std::int64_t spread = 0;
+  for (std::int64_t t0 = 0; t0 < T; t0 += kGroupGranule)
+    for (std::int64_t c = 0; c < C; ++c) {
+      std::int64_t lo = p.moveouts[static_cast<std::size_t>(t0 * C + c)], hi = lo;
+      for (std::int64_t t = t0 + 1; t < std::min(T, t0 + kGroupGranule); ++t) {
+        lo = std::min(lo, p.moveouts[static_cast<std::size_t>(t * C + c)]);
+        hi = std::max(hi, p.moveouts[static_cast<std::size_t>(t * C + c)]);
+      }
+      spread = std::max(spread, hi - lo);
+    }
+  return spread;
+}
+
 // The prepared call restricted to templates [begin, end): shares the converted data and the
 // templates' buffer (a 1-D slice of the contiguous T * C * K array).
-Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end) {
+Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
+                        std::int64_t spread) {
   Prepared g = p;
+  g.tile_spread_floor = spread;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;
   g.templates = p.templates.slice(0, begin * per, end * per);
@@ -124,61 +146,71 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
-// Runs work(g, group) for every template group on one host thread per device and waits for all
-// of them; then rethrows the first failure in device order, so an error on one device never
-// leaves the others running or the call hanging.
-template <class Work>
-void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
-  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
-  std::vector<std::exception_ptr> errors(ranges.size());
+// Runs fn(i) for i in [0, n) on n host threads and waits for all; then rethrows the first
+// failure in index order (with `devices[i]` named), so no thread outlives the call.
+template <class Fn>
+void on_threads(std::size_t n, const std::vector<int>& devices, Fn fn) {
+  std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
-  threads.reserve(ranges.size());
+  threads.reserve(n);
   const auto join_all = [&] {
     for (auto& t : threads) t.join();
   };
   try {
-    for (std::size_t g = 0; g < ranges.size(); ++g) {
-      threads.emplace_back([&, g] {
+    for (std::size_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
         try {
-          HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
-          work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second));
+          fn(i);
         } catch (...) {
-          errors[g] = std::current_exception();
+          errors[i] = std::current_exception();
         }
       });
-    }
   } catch (...) {  // a thread could not start: the started ones must finish before unwinding
     join_all();
     throw;
   }
   join_all();
-  for (std::size_t g = 0; g < errors.size(); ++g)
-    if (errors[g]) rethrow_on_device(errors[g], devices[g]);
+  for (std::size_t i = 0; i < n; ++i)
+    if (errors[i]) rethrow_on_device(errors[i], devices[i]);
+}
+
+// Runs work(g, range, group) for every template group on one host thread per listed device,
+// that device current, and waits for all of them; then rethrows the first failure in device
+// order, so an error on one device never leaves the others running or the call hanging.
+template <class Work>
+void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
+  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
+  const std::int64_t spread = tile_moveout_spread(p);
+  on_threads(ranges.size(), devices, [&](std::size_t g) {
+    HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
+    work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, spread));
+  });
 }
 
 // Host data that fit next to each group's whole stack on every device (and no test forces time
-// chunks, which exercises the streaming path below) are placed on the devices once: one upload to
-// the first device, then peer copies (NVLink where present), instead of every device streaming the
-// whole host array through the host's memory and its own PCIe link, which made the data movement
-// grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
+// chunks, which exercises the streaming path below) are placed on the devices once. Each device
+// uploads a slice of the channels from its own thread (a pageable upload is bound by one host
+// thread's copy into the driver's staging, about 10 GB/s: one upload of 0.5 GB took 52 ms, a
+// fifth of the 4-device run), then copies the other slices from their devices peer to peer
+// (NVLink where present). Every device streaming the whole host array instead made the data
+// movement grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
 class ResidentData {
  public:
   ResidentData(const Prepared& p, const std::vector<int>& devices) {
     if (p.data_on_device || p.data.dtype() != DType::f32) return;
     const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
     const std::int64_t rows_per_template = p.dims.network_sum ? 1 : p.dims.channels;
-    // Per group: its whole stack, its window statistics (about twice the data) and, away from
-    // the first device, its own copy of the data; the first device holds the data once.
-    std::vector<std::pair<int, std::int64_t>> need{{devices.front(), p.data.nbytes()}};
+    // Per device: one copy of the data; per group on it: its whole stack and its window
+    // statistics (about twice the data).
+    std::vector<std::pair<int, std::int64_t>> need;
     for (std::size_t g = 0; g < ranges.size(); ++g) {
-      std::int64_t bytes =
+      const std::int64_t bytes =
           (ranges[g].second - ranges[g].first) * rows_per_template * p.dims.n_corr * 4 +
           2 * p.data.nbytes();
-      if (devices[g] != devices.front()) bytes += p.data.nbytes();
       auto it =
           std::find_if(need.begin(), need.end(), [&](auto& n) { return n.first == devices[g]; });
       if (it == need.end())
-        need.emplace_back(devices[g], bytes);
+        need.emplace_back(devices[g], bytes + p.data.nbytes());
       else
         it->second += bytes;
     }
@@ -191,39 +223,64 @@ class ResidentData {
       // A quarter of the free memory stays for the backends' scratch and other users.
       fits = fits && bytes <= static_cast<std::int64_t>(free) / 4 * 3;
     }
-    if (fits && !chunks_forced_for_testing()) {
-      HS_CUDA_CHECK(cudaSetDevice(devices.front()));
-      first_ = p.data.to(Memory::device);
-      source_ = devices.front();
-    }
+    if (!fits || chunks_forced_for_testing()) return;
+    for (const auto& [device, bytes] : need) devices_.push_back(device);
+    copies_.resize(devices_.size());
+    const std::int64_t channels = p.dims.channels, row = p.dims.samples;
+    const auto slice = [&](std::size_t i) {  // channels [first, last) uploaded by device i
+      const auto n = static_cast<std::int64_t>(devices_.size());
+      const auto k = static_cast<std::int64_t>(i);
+      return std::pair<std::int64_t, std::int64_t>{channels * k / n, channels * (k + 1) / n};
+    };
+    const float* host = p.data.data_as<float>();
+    on_threads(devices_.size(), devices_, [&](std::size_t i) {
+      HS_CUDA_CHECK(cudaSetDevice(devices_[i]));
+      copies_[i] = Array(DType::f32, p.data.shape(), Memory::device);
+      const auto [first, last] = slice(i);
+      HS_CUDA_CHECK(cudaMemcpy(copies_[i].data_as<float>() + first * row, host + first * row,
+                               static_cast<std::size_t>((last - first) * row) * 4,
+                               cudaMemcpyHostToDevice));
+      HS_CUDA_CHECK(cudaDeviceSynchronize());  // the slice is on the device before a peer reads it
+    });
+    on_threads(devices_.size(), devices_, [&](std::size_t i) {
+      const int device = devices_[i];
+      HS_CUDA_CHECK(cudaSetDevice(device));
+      for (std::size_t j = 0; j < devices_.size(); ++j) {
+        if (j == i) continue;
+        enable_peer_access(device, devices_[j]);
+        const auto [first, last] = slice(j);
+        HS_CUDA_CHECK(cudaMemcpyPeer(copies_[i].data_as<float>() + first * row, device,
+                                     copies_[j].data_as<float>() + first * row, devices_[j],
+                                     static_cast<std::size_t>((last - first) * row) * 4));
+      }
+      HS_CUDA_CHECK(cudaDeviceSynchronize());  // the backends read it from their own streams
+    });
   }
 
-  [[nodiscard]] bool active() const { return !first_.empty(); }
+  [[nodiscard]] bool active() const { return !copies_.empty(); }
 
-  /// The data on the calling thread's current device `device` (a peer copy, or the first one).
+  /// The data on device `device` (one of the listed ones).
   [[nodiscard]] Array on(int device) const {
-    if (device == source_) return first_;
-    // Direct peer access (NVLink or PCIe peer-to-peer) where the devices allow it; without it
-    // cudaMemcpyPeer stages through host memory, which every device then shares.
-    int can = 0;
-    HS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, source_));
-    if (can) {
-      const cudaError_t e = cudaDeviceEnablePeerAccess(source_, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled)
-        (void)cudaGetLastError();  // enabled by an earlier call: fine
-      else
-        HS_CUDA_CHECK(e);
-    }
-    Array mine(DType::f32, first_.shape(), Memory::device);
-    HS_CUDA_CHECK(cudaMemcpyPeer(mine.data(), device, first_.data(), source_,
-                                 static_cast<std::size_t>(first_.nbytes())));
-    HS_CUDA_CHECK(cudaDeviceSynchronize());  // the backends read it from their own streams
-    return mine;
+    const auto it = std::find(devices_.begin(), devices_.end(), device);
+    return copies_[static_cast<std::size_t>(it - devices_.begin())];
   }
 
  private:
-  Array first_;
-  int source_ = -1;
+  // Direct peer access (NVLink or PCIe peer-to-peer) from the current device `device` to `peer`
+  // where the devices allow it; without it cudaMemcpyPeer stages through host memory.
+  static void enable_peer_access(int device, int peer) {
+    int can = 0;
+    HS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer));
+    if (!can) return;
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled)
+      (void)cudaGetLastError();  // enabled by an earlier call: fine
+    else
+      HS_CUDA_CHECK(e);
+  }
+
+  std::vector<int> devices_;   // the distinct listed devices, in order of first appearance
+  std::vector<Array> copies_;  // the whole data on each of them
 };
 
 // The group with its data on this thread's device when the data are resident (its result then

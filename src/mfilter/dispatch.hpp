@@ -38,6 +38,10 @@ struct Prepared {
   std::vector<float> weights;
   std::vector<double> channel_offsets;  // (C), see above
   Shape out_shape;                      // (T, n_corr) or (T, C, n_corr)
+  /// A template group of a call spread over devices (devices.cpp): the largest moveout spread
+  /// within a tile of 16 templates over the WHOLE call, which the tensor kernel then uses for
+  /// its tiles of correlation times instead of its group's own (0: the group's own).
+  std::int64_t tile_spread_floor = 0;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).

@@ -95,48 +95,91 @@ double max_abs_of(const double* x, std::int64_t n) {
   return m;
 }
 
-// Templates in FP64: each channel brought to max |t| in [0.5, 1) (exact), demeaned in full
-// normalization, zeroed when flat (dispatch.hpp), and scaled to unit energy, then rounded to the
+// One template channel in FP64, in place: brought to max |t| in [0.5, 1) (exact), demeaned in
+// full normalization, zeroed when flat (dispatch.hpp), and scaled to unit energy.
+void unit_template(double* x, std::int64_t K, MfNormalize normalize) {
+  const double pre = unit_power_of_two(max_abs_of(x, K));  // no FP64 overflow in the sums
+  double raw = 0, mean = 0;
+  for (std::int64_t k = 0; k < K; ++k) {
+    x[k] *= pre;
+    raw += x[k] * x[k];
+    mean += x[k];
+  }
+  mean /= static_cast<double>(K);
+  double energy = raw;
+  if (normalize == MfNormalize::Full) {
+    energy = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      x[k] -= mean;
+      energy += x[k] * x[k];
+    }
+    if (energy <= kFlatRelative * raw) energy = 0;
+  }
+  if (energy == 0) {
+    std::fill(x, x + K, 0.0);
+    return;
+  }
+  const double unit = 1.0 / std::sqrt(energy);
+  for (std::int64_t k = 0; k < K; ++k) x[k] *= unit;
+}
+
+template <class In, class Out>
+void unit_templates(const In* in, Out* out, std::int64_t rows, std::int64_t K,
+                    MfNormalize normalize, std::int64_t& first_bad) {
+  // Channels are independent and each is computed in the same order as alone, so the result
+  // does not depend on the thread count; the first non-finite sample is found by a reduction.
+  std::int64_t bad = rows * K;
+  const int threads = omp_get_max_threads();
+  std::vector<double> scratch(static_cast<std::size_t>(threads * K));
+#pragma omp parallel for schedule(static) reduction(min : bad) num_threads(threads)
+  for (std::int64_t j = 0; j < rows; ++j) {
+    double* x = scratch.data() + static_cast<std::int64_t>(omp_get_thread_num()) * K;
+    bool finite = true;
+    for (std::int64_t k = 0; k < K; ++k) {
+      x[k] = static_cast<double>(in[j * K + k]);
+      if (!std::isfinite(x[k]) && finite) {
+        bad = std::min(bad, j * K + k);
+        finite = false;
+      }
+    }
+    if (!finite) continue;
+    unit_template(x, K, normalize);
+    for (std::int64_t k = 0; k < K; ++k) out[j * K + k] = static_cast<Out>(x[k]);
+  }
+  first_bad = bad;
+}
+
+// Templates in FP64, each channel made unit-energy by unit_template, then rounded to the
 // storage the method computes from. Unit energy keeps every product t * S of the FP32 and BF16
 // paths far from FP32's overflow and underflow whatever the caller's units (templates and data
 // near 1e-21 would give FP32 subnormal products, near 1e10 and 1e30 infinite ones); CC does not
-// depend on a template's scale.
+// depend on a template's scale. Parallel over channels (a network of 1000 templates x 30
+// channels took 0.1 s serially, as long as a quarter of the GPU's work on four devices).
 Array prepare_templates(const Array& templates, const Dims& d, DType want) {
-  const std::int64_t C = d.channels, K = d.length;
-  const auto where = [&](std::int64_t i) {
-    return "template " + str(i / (C * K)) + ", channel " + str(i / K % C) + ", sample " +
-           str(i % K);
+  const std::int64_t C = d.channels, K = d.length, rows = d.templates * C;
+  Array src = host_contiguous(templates);
+  if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
+  Array out(want, Shape{rows * K});
+  std::int64_t bad = 0;
+  const auto run = [&](const auto* in) {
+    if (want == DType::f64)
+      unit_templates(in, out.data_as<double>(), rows, K, d.normalize, bad);
+    else
+      unit_templates(in, out.data_as<float>(), rows, K, d.normalize, bad);
   };
-  Array t = to_real(templates, DType::f64, "templates", where);
-  if (t.buffer() == templates.buffer()) t = t.clone(Memory::host);  // never modify the input
-  double* v = t.data_as<double>();
-  for (std::int64_t j = 0; j < d.templates * C; ++j) {
-    double* x = v + j * K;
-    const double pre = unit_power_of_two(max_abs_of(x, K));  // no FP64 overflow in the sums
-    double raw = 0, mean = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      x[k] *= pre;
-      raw += x[k] * x[k];
-      mean += x[k];
-    }
-    mean /= static_cast<double>(K);
-    double energy = raw;
-    if (d.normalize == MfNormalize::Full) {
-      energy = 0;
-      for (std::int64_t k = 0; k < K; ++k) {
-        x[k] -= mean;
-        energy += x[k] * x[k];
-      }
-      if (energy <= kFlatRelative * raw) energy = 0;
-    }
-    if (energy == 0) {
-      std::fill(x, x + K, 0.0);
-      continue;
-    }
-    const double unit = 1.0 / std::sqrt(energy);
-    for (std::int64_t k = 0; k < K; ++k) x[k] *= unit;
+  if (src.dtype() == DType::f32)
+    run(src.data_as<float>());
+  else
+    run(src.data_as<double>());
+  if (bad < rows * K) {
+    const double v =
+        src.dtype() == DType::f32 ? src.data_as<float>()[bad] : src.data_as<double>()[bad];
+    throw InvalidInput(
+        "matched_filter: templates: " + std::string(std::isnan(v) ? "NaN" : "infinite value") +
+        " (" + std::to_string(v) + ") at template " + str(bad / (C * K)) + ", channel " +
+        str(bad / K % C) + ", sample " + str(bad % K) + "; expected finite values");
   }
-  return want == DType::f64 ? t : to_real(t, DType::f32, "templates", where);
+  return out;
 }
 
 // Whether prepare_data would leave short-normalized data as they are: every value finite and

@@ -138,6 +138,11 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   float* row_sum = reinterpret_cast<float*>(at(row_sum_at));
   auto* frags = reinterpret_cast<std::uint16_t*>(at(frags_at));
   HS_CUDA_CHECK(cudaMemsetAsync(bad, 0, 16, stream));
+  if (p.tile_spread_floor > 0) {  // a group of a call over several devices: the call's spread
+    const auto floor = static_cast<unsigned long long>(p.tile_spread_floor);
+    HS_CUDA_CHECK(cudaMemcpyAsync(spread, &floor, sizeof floor, cudaMemcpyHostToDevice, stream));
+    HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // `floor` is read before it goes
+  }
 
   // Phase events only when timing is asked for: the plain path creates none.
   std::optional<cuda::Event> marks[4];

@@ -1,8 +1,9 @@
 // Matched filtering spread over several CUDA devices (MfOptions::devices). With the data placed
 // on the devices (the default when they fit) the merged result and the detections equal the same
-// call on one listed device bit for bit (templates are independent, groups are aligned to the
-// tensor kernel's 16-template tiles, every group sees the whole data); with host data streamed in
-// forced time chunks each group plans its own chunks, so the rows agree with a call without
+// call on one listed device bit for bit for the direct methods (templates are independent,
+// groups are aligned to the tensor kernel's 16-template tiles and tile time by the whole call's
+// moveout spread, every group sees the whole data; FFT within its bound); with host data streamed
+// in forced time chunks each group plans its own chunks, so the rows agree with a call without
 // devices within the method's error bound. On a one-GPU machine the device is listed twice (the
 // same threads, groups and merge); with several GPUs every device of the host is used. Bad device
 // lists are InvalidInput naming the index.
@@ -82,9 +83,28 @@ class MfilterDevicesGpu : public ::testing::TestWithParam<DevicesCase> {
   }
 };
 
+// The error bound of a devices call against another call of the same method: twice the bound of
+// one result against the exact stack (each is within it).
+double pair_bound(const mftest::Case& c, const MfOptions& o) {
+  const double per_channel = mftest::method_error_bound(
+      o.method, *o.precision, mftest::rounded_to_float(c), MfNormalize::Short);
+  return 2 * (o.network_sum ? mftest::stack_error_bound(c, per_channel) : per_channel);
+}
+
+double worst_difference(const Array& a, const Array& b) {
+  double worst = 0;
+  for (std::int64_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst,
+                     std::fabs(static_cast<double>(a.data_as<float>()[i]) - b.data_as<float>()[i]));
+  return worst;
+}
+
 // The data placed on the devices (the default whenever they fit): the merged rows are those of
-// the same call on one listed device, bit for bit.
-TEST_P(MfilterDevicesGpu, MergedRowsEqualOneListedDeviceBitForBit) {
+// the same call on one listed device, bit for bit, for the direct methods (each group computes
+// its templates' rows with the one-device call's tiles: the tensor kernel's tiling follows the
+// whole call's moveout spread); FFT's batched cuFFT transforms round differently with the batch
+// (the group's template count), so its rows agree within the method's bound.
+TEST_P(MfilterDevicesGpu, MergedRowsEqualOneListedDevice) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const mftest::Case c = varied_case(21);
   const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
@@ -94,12 +114,17 @@ TEST_P(MfilterDevicesGpu, MergedRowsEqualOneListedDeviceBitForBit) {
   const Array one = matched_filter(t, x, o, mftest::network_of(c));
   o.devices = all_devices();
   const Array many = matched_filter(t, x, o, mftest::network_of(c));
-  EXPECT_TRUE(bitwise_equal(one, many)) << o.devices.size() << " devices";
+  ASSERT_EQ(one.shape(), many.shape());
+  if (o.method == MfMethod::FFT)
+    EXPECT_LE(worst_difference(one, many), pair_bound(c, o)) << o.devices.size() << " devices";
+  else
+    EXPECT_TRUE(bitwise_equal(one, many)) << o.devices.size() << " devices";
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, MfilterDevicesGpu,
                          ::testing::Values(DevicesCase{MfMethod::Tensor, Precision::Split, true},
                                            DevicesCase{MfMethod::Tensor, Precision::Mixed, false},
+                                           DevicesCase{MfMethod::Tensor, Precision::Mixed, true},
                                            DevicesCase{MfMethod::FFT, Precision::Single, true},
                                            DevicesCase{MfMethod::Naive, Precision::Single, false}),
                          devices_case_name);
@@ -120,15 +145,7 @@ TEST_P(MfilterDevicesStreamingGpu, AgreesWithNoDevicesWithinTheMethodsBound) {
   o.devices = all_devices();
   const Array many = matched_filter(t, x, o, mftest::network_of(c));
   ASSERT_EQ(one.shape(), many.shape());
-  const double per_channel = mftest::method_error_bound(
-      o.method, *o.precision, mftest::rounded_to_float(c), MfNormalize::Short);
-  const double bound =
-      2 * (o.network_sum ? mftest::stack_error_bound(c, per_channel) : per_channel);
-  double worst = 0;
-  for (std::int64_t i = 0; i < one.size(); ++i)
-    worst = std::max(
-        worst, std::fabs(static_cast<double>(one.data_as<float>()[i]) - many.data_as<float>()[i]));
-  EXPECT_LE(worst, bound);
+  EXPECT_LE(worst_difference(one, many), pair_bound(c, o));
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, MfilterDevicesStreamingGpu,

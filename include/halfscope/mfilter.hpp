@@ -76,9 +76,9 @@ struct MfOptions {
   /// CUDA devices of this host to spread the templates over (GPU methods; empty: the current
   /// device). The call is validated and converted once; each listed device gets a contiguous
   /// group of templates (multiples of 16, the tensor kernel's tile; balanced) and runs it on its
-  /// own host thread. Host data that fit go to the first device once and peer to the others, and
-  /// the merged result then equals the same call on one listed device bit for bit (detections
-  /// too); larger host data are streamed by every device in its own time chunks, equal to a
+  /// own host thread. Host data that fit are placed on every device (a slice uploaded by each,
+  /// the rest copied peer to peer), and the merged result then equals the same call on one listed
+  /// device bit for bit (detections too; FFT: within its rounding, cuFFT's batches differ); larger host data are streamed by every device in its own time chunks, equal to a
   /// one-device call within the method's rounding (MAD thresholds are per chunk there). Device
   /// data run only on their own device. A device may be listed twice (two threads share it). An
   /// error on one device ends the call with that error, its message prefixed "CUDA device i: "

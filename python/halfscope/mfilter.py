@@ -113,7 +113,8 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     method : 'auto', 'direct', 'naive', 'cublas1'..'cublas4', 'tensor' or 'fft'
     devices : list of CUDA device indices to spread the templates over (each takes a contiguous
         group of templates; the merged rows equal the same call on one listed device bit for bit
-        when the data fit on the devices; docs/scaling.md); None: the current device
+        when the data fit on the devices, FFT within rounding; docs/scaling.md); None: the
+        current device
 
     Returns
     -------

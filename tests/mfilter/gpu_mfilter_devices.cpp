@@ -21,6 +21,9 @@
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter_testing.hpp"
+#if HALFSCOPE_WITH_CUDA
+#include "mfilter/fft_cuda.hpp"
+#endif
 
 namespace halfscope {
 namespace {
@@ -86,8 +89,9 @@ class MfilterDevicesGpu : public ::testing::TestWithParam<DevicesCase> {
 // The error bound of a devices call against another call of the same method: twice the bound of
 // one result against the exact stack (each is within it).
 double pair_bound(const mftest::Case& c, const MfOptions& o) {
-  const double per_channel = mftest::method_error_bound(
-      o.method, *o.precision, mftest::rounded_to_float(c), MfNormalize::Short);
+  const double per_channel =
+      mftest::method_error_bound(o.method, *o.precision, mftest::rounded_to_float(c),
+                                 MfNormalize::Short, mfilter::fft_transform_length(c.K));
   return 2 * (o.network_sum ? mftest::stack_error_bound(c, per_channel) : per_channel);
 }
 

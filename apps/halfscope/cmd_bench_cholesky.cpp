@@ -28,6 +28,7 @@ struct CholBenchArgs {
   std::int64_t tile = 0, error_tiles = 64;
   int repeats = 3, layers = 10;
   bool no_cusolver = false;
+  std::vector<int> devices;
 };
 
 struct TorBenchArgs {
@@ -148,6 +149,7 @@ void run_cholesky_bench(const CholBenchArgs& a, const Globals& g) {
   o.error_tiles = a.error_tiles;
   o.cusolver = !a.no_cusolver;
   o.device = device_of(a.device, "bench cholesky");
+  o.devices = a.devices;
   o.progress = [&g](const std::string& m) { info(g, m); };
   const bench::BenchReport r = bench::run_cholesky_bench(o);
   print_cholesky(r);
@@ -209,6 +211,10 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
                               "default ") +
                       kDefaultSizes + " unless --systems is given");
   cmd->add_option("--systems", a->systems, "presets whose whole Cmm is factored (check: n = 912)");
+  cmd->add_option("--devices", a->devices,
+                  "CUDA devices to factor on, comma-separated (tile columns dealt round-robin; "
+                  "the input is generated on the first)")
+      ->delimiter(',');
   cmd->add_option("--error-tiles", a->error_tiles,
                   "tiles checked for the FP64 backward error (0: all, exact)")
       ->capture_default_str()

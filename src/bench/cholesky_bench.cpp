@@ -2,6 +2,7 @@
 // precision policy on AO covariance matrices, and cuSOLVER spotrf / dpotrf on the same matrix.
 #include "halfscope/bench/cholesky_bench.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -89,6 +90,8 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
       std::string(gpu ? "cudaMemGetInfo polled every 1 ms (whole device)" : "not measured (CPU)");
   linalg::CholeskyOptions options;
   options.policy = linalg::parse_policy(text);
+  options.devices = o.devices;
+  c.params["devices"] = static_cast<std::int64_t>(std::max<std::size_t>(o.devices.size(), 1));
   std::vector<double> times;
   linalg::CholeskyReport report;
   linalg::TileMatrix a;

@@ -15,6 +15,7 @@
 #include "linalg/tile_norms.hpp"
 
 #if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #endif
 
@@ -117,6 +118,17 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
 #if !HALFSCOPE_WITH_CUDA
   if (a.storage.on_device())
     throw Unsupported("cholesky_tiles: device memory in a build without CUDA");
+  if (!options.devices.empty())
+    throw Unsupported("cholesky_tiles: devices were given but halfscope was built without CUDA");
+#else
+  if (!options.devices.empty()) {
+    int count = 0;
+    HS_CUDA_CHECK(cudaGetDeviceCount(&count));
+    for (const int d : options.devices)
+      if (d < 0 || d >= count)
+        throw InvalidInput("cholesky_tiles: devices: CUDA device " + std::to_string(d) +
+                           " does not exist (this host has " + std::to_string(count) + ")");
+  }
 #endif
 
   CholeskyReport report;
@@ -134,7 +146,12 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   detail::FailedTile failed;
   for (;;) {
     try {
-      if (a.storage.on_device()) {
+      if (!options.devices.empty()) {
+#if HALFSCOPE_WITH_CUDA
+        report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, report.policy,
+                                                                      &failed, options.devices);
+#endif
+      } else if (a.storage.on_device()) {
 #if HALFSCOPE_WITH_CUDA
         report.workspace_bytes = kept + detail::cholesky_cuda(a, variants, report.policy, &failed);
 #endif

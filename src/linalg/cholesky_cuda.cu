@@ -27,160 +27,10 @@
 #include "halfscope/core/cusolver.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
+#include "linalg/cholesky_factor_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
-namespace {
-
-constexpr int kFormats = 5;  // OperandFormat values
-
-// Waits for both streams when the factorization leaves, normally or by an exception, so that no
-// queued kernel outlives the scratch it uses (declared after the scratch: destroyed first).
-struct DrainStreams {
-  cudaStream_t a, b;
-  ~DrainStreams() {
-    if (cudaStreamSynchronize(a) != cudaSuccess || cudaStreamSynchronize(b) != cudaSuccess)
-      (void)cudaGetLastError();
-  }
-};
-
-// Everything the steps share.
-struct Factor {
-  TileMatrix& a;
-  const std::vector<GemmVariant>& variants;
-  std::int64_t nt = 0, nb = 0;
-  float* base = nullptr;
-  void* panel[kFormats][2] = {};      // converted panel copies, by format and step parity
-  void* c_scratch[kFormats][2] = {};  // FP16 / FP64 C of HP3 / DP, one per stream
-  FailureCode* flag = nullptr;
-
-  [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
-    return variants[static_cast<std::size_t>(i * nt + j)];
-  }
-  [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const {
-    return base + a.layout.tile_offset(i, j);
-  }
-  [[nodiscard]] std::int64_t height(std::int64_t i) const { return a.layout.tile_height(i); }
-
-  // Operand pointer of panel tile (i, k) in format f (the FP32 tile itself for fp32).
-  [[nodiscard]] const void* operand(OperandFormat f, std::int64_t i, std::int64_t k) const {
-    if (f == OperandFormat::fp32) return tile(i, k);
-    const auto* p = static_cast<const char*>(panel[static_cast<int>(f)][k % 2]);
-    return p + (i - k - 1) * nb * nb * format_bytes(f);
-  }
-
-  // C -= A B^T for the `count` tiles (i0 .. i0 + count - 1, j) with panel k, all of height m.
-  void gemm_run(cublasHandle_t handle, cudaStream_t stream, int side, std::int64_t k,
-                std::int64_t j, std::int64_t i0, std::int64_t count, std::int64_t m) const {
-    const GemmVariant v = variant(i0, j);
-    const OperandFormat f = operand_format(v);
-    float* c = tile(i0, j);
-    const std::int64_t tile_elems = m * nb, stride = nb * nb;
-    GemmBatch g;
-    g.m = m, g.n = nb, g.k = nb;
-    g.a = operand(f, i0, k), g.lda = m, g.stride_a = stride;
-    g.b = operand(f, j, k), g.ldb = nb, g.stride_b = 0;
-    g.c = c, g.ldc = m, g.stride_c = stride, g.batch = count;
-    const FailureCode step_tile = 1ULL << 20;  // adds 1 to the tile row of a code
-    BlockSet cset;
-    cset.base = c, cset.stride = stride, cset.count = count, cset.rows = m, cset.last_rows = m;
-    cset.cols = nb, cset.dst_stride = stride;
-    cset.tag_base = failure_code(k, FailureKind::c_entry, false, i0, j), cset.tag_step = step_tile;
-    const FailureCode result_tag = failure_code(k, FailureKind::result, false, i0, j);
-    if (v == GemmVariant::HP2) {
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
-      gemm_batched(handle, v, g);
-      cset.tag_base = result_tag;
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
-    } else if (v == GemmVariant::HP3 || v == GemmVariant::DP) {
-      const OperandFormat cf = c_format(v);
-      void* scratch = c_scratch[static_cast<int>(cf)][side];
-      convert_blocks(cset, rounding_for(cf), scratch, flag, stream);
-      g.c = scratch;
-      gemm_batched(handle, v, g);
-      convert_back(scratch, v == GemmVariant::HP3, count * tile_elems, tile_elems,
-                   count * tile_elems, c, 0, result_tag, step_tile, flag, stream);
-    } else {
-      gemm_batched(handle, v, g);
-    }
-  }
-
-  // Column j's update with panel k: SYRK of (j, j), then the GEMMs of (i, j), i > j, batched
-  // over runs of full tiles with one variant; a short last tile row alone. With `rounding_only`
-  // only the HP2 / HP3 / DP runs (the others then go into the step's pointer-array groups).
-  void update_column(cublasHandle_t handle, cudaStream_t stream, int side, std::int64_t k,
-                     std::int64_t j, bool rounding_only = false) const {
-    const std::int64_t hj = height(j);
-    const float minus_one = -1.0f, one = 1.0f;
-    const PedanticMath strict(handle);  // SYRK in strict FP32, as the CPU's
-    HS_CUBLAS_CHECK(cublasSsyrk(handle, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, static_cast<int>(hj),
-                                static_cast<int>(nb), &minus_one, tile(j, k), static_cast<int>(hj),
-                                &one, tile(j, j), static_cast<int>(hj)));
-    std::int64_t i = j + 1;
-    while (i < nt) {
-      std::int64_t end = i + 1;
-      if (height(i) == nb)
-        while (end < nt && height(end) == nb && variant(end, j) == variant(i, j)) ++end;
-      if (!rounding_only || rounds_c(variant(i, j)))
-        gemm_run(handle, stream, side, k, j, i, end - i, height(i));
-      i = end;
-    }
-  }
-
-  // One pointer-array batch of step k: `count` tiles of height m in one variant, starting at
-  // `first` in the device pointer arrays.
-  struct Group {
-    GemmVariant v;
-    std::int64_t m, first, count;
-  };
-  std::vector<std::vector<Group>> groups{};  // per step
-  const void** a_ptrs = nullptr;
-  const void** b_ptrs = nullptr;
-  void** c_ptrs = nullptr;
-
-  static bool rounds_c(GemmVariant v) {
-    return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
-  }
-
-  // Host pointer arrays for the columns k + 3 .. NT - 1 of every step (column k + 2 goes alone,
-  // first, so that the panel stream's look-ahead can start on it): one group per variant and
-  // tile height. Uploaded once by the caller.
-  void plan_groups(std::vector<const void*>& a_host, std::vector<const void*>& b_host,
-                   std::vector<void*>& c_host) {
-    groups.assign(static_cast<std::size_t>(nt), {});
-    for (std::int64_t k = 0; k < nt; ++k)
-      for (const GemmVariant v :
-           {GemmVariant::SP, GemmVariant::TF32, GemmVariant::HP1, GemmVariant::BF16})
-        for (const bool full : {true, false}) {
-          Group g{v, full ? nb : height(nt - 1), static_cast<std::int64_t>(a_host.size()), 0};
-          if (!full && height(nt - 1) == nb) continue;
-          const OperandFormat f = operand_format(v);
-          for (std::int64_t j = k + 3; j < nt; ++j)
-            for (std::int64_t i = j + 1; i < nt; ++i) {
-              if (variant(i, j) != v || (height(i) == nb) != full) continue;
-              a_host.push_back(operand(f, i, k));
-              b_host.push_back(operand(f, j, k));
-              c_host.push_back(tile(i, j));
-              ++g.count;
-            }
-          if (g.count > 0) groups[static_cast<std::size_t>(k)].push_back(g);
-        }
-  }
-
-  // Columns k + 3 .. NT - 1 with panel k: SYRKs and C-rounding runs column by column, the rest
-  // in the step's pointer-array groups (disjoint tiles, so their order does not matter).
-  void update_rest(cublasHandle_t handle, cudaStream_t stream, std::int64_t k) const {
-    for (std::int64_t j = k + 3; j < nt; ++j) update_column(handle, stream, 1, k, j, true);
-    for (const Group& grp : groups[static_cast<std::size_t>(k)]) {
-      GemmBatch g;
-      g.m = grp.m, g.n = nb, g.k = nb, g.lda = grp.m, g.ldb = nb, g.ldc = grp.m,
-      g.batch = grp.count;
-      g.a_array = a_ptrs + grp.first, g.b_array = b_ptrs + grp.first,
-      g.c_array = c_ptrs + grp.first;
-      gemm_batched(handle, grp.v, g);
-    }
-  }
-};
 
 // Host tables of the first consumer of each panel tile per format (0: none), as failure codes:
 // tags[f][k * NT + (i - k - 1)] for tile (i, k). A consumer reads (i, k) as A when it updates
@@ -212,8 +62,8 @@ std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[
   return tags;
 }
 
-[[noreturn]] void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
-                                FailedTile* failed) {
+void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
+                   FailedTile* failed) {
   const DecodedFailure d = decode_failure(code);
   if (failed) {
     *failed = {d.ti, d.tj};
@@ -234,7 +84,28 @@ std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[
                        "higher-precision policy for this tile or --recover");
 }
 
-}  // namespace
+void throw_first_failure(const Factor& fc, const std::vector<int>& infos, FailureCode code,
+                         const std::string& policy_name, FailedTile* failed) {
+  const std::int64_t nt = fc.nt, nb = fc.nb;
+  // The earliest failure wins; a pivot failing at step k precedes the overflows of its panel.
+  const std::int64_t flag_step = code == kNoFailure ? nt : decode_failure(code).step;
+  for (std::int64_t k = 0; k < std::min(nt, flag_step + 1); ++k) {
+    const std::int64_t info = infos[static_cast<std::size_t>(k)];
+    if (info == 0) continue;
+    if (failed) *failed = {k, k};
+    // A rejected argument is a bug in this call, not the matrix's: CudaError, so that --recover
+    // (which retries NumericalErrors) does not blame the precision.
+    if (info < 0)
+      throw CudaError("cusolverDnSpotrf rejected argument " + std::to_string(-info) + " at tile " +
+                      tile_text(k, k));
+    throw NotPositiveDefinite("Cholesky with policy " + policy_name + ": tile (" +
+                              std::to_string(k) + ", " + std::to_string(k) +
+                              ") is not positive definite: leading minor of order " +
+                              std::to_string(k * nb + info) + " (global pivot index " +
+                              std::to_string(k * nb + info - 1) + ", 0-based)");
+  }
+  if (code != kNoFailure) throw_failure(fc, code, policy_name, failed);
+}
 
 std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& variants,
                            const std::string& policy_name, FailedTile* failed) {
@@ -382,24 +253,7 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
                                 cudaMemcpyDeviceToHost, p));
   HS_CUDA_CHECK(cudaMemcpyAsync(&code, fc.flag, sizeof(FailureCode), cudaMemcpyDeviceToHost, p));
   HS_CUDA_CHECK(cudaStreamSynchronize(p));
-  // The earliest failure wins; a pivot failing at step k precedes the overflows of its panel.
-  const std::int64_t flag_step = code == kNoFailure ? nt : decode_failure(code).step;
-  for (std::int64_t k = 0; k < std::min(nt, flag_step + 1); ++k) {
-    const std::int64_t info = info_host[static_cast<std::size_t>(k)];
-    if (info == 0) continue;
-    if (failed) *failed = {k, k};
-    // A rejected argument is a bug in this call, not the matrix's: CudaError, so that --recover
-    // (which retries NumericalErrors) does not blame the precision.
-    if (info < 0)
-      throw CudaError("cusolverDnSpotrf rejected argument " + std::to_string(-info) + " at tile " +
-                      tile_text(k, k));
-    throw NotPositiveDefinite("Cholesky with policy " + policy_name + ": tile (" +
-                              std::to_string(k) + ", " + std::to_string(k) +
-                              ") is not positive definite: leading minor of order " +
-                              std::to_string(k * nb + info) + " (global pivot index " +
-                              std::to_string(k * nb + info - 1) + ", 0-based)");
-  }
-  if (code != kNoFailure) throw_failure(fc, code, policy_name, failed);
+  throw_first_failure(fc, info_host, code, policy_name, failed);
   return workspace;
 }
 

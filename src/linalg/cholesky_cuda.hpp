@@ -23,4 +23,13 @@ namespace halfscope::linalg::detail {
 std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& variants,
                            const std::string& policy_name, FailedTile* failed);
 
+/// cholesky_cuda over the CUDA devices `devices` of this host (cholesky_devices_cuda.cu): tile
+/// columns dealt round-robin, each panel copied peer to peer to every device, each device
+/// updating its own columns. `a` in host memory or on any device (its device, when listed,
+/// factors in place; otherwise the factor is copied back at the end). The same failures and
+/// messages; returns the devices' scratch in bytes, their copies of the layout included.
+std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>& variants,
+                                   const std::string& policy_name, FailedTile* failed,
+                                   const std::vector<int>& devices);
+
 }  // namespace halfscope::linalg::detail

@@ -62,6 +62,9 @@ struct CholBenchOptions {
   bool cusolver = true;           // also cuSOLVER spotrf / dpotrf (GPU only)
   std::int64_t error_tiles = 64;  // tiles checked for the backward error (0: all)
   int layers = 10;                // atmosphere profile of the presets (10 or 60)
+  /// CUDA devices the policies' factorizations run on (CholeskyOptions::devices; empty: the
+  /// current device); the input is generated on the current device, the cuSOLVER peers run there.
+  std::vector<int> devices;
   std::function<void(const std::string&)> progress;
 };
 

@@ -20,6 +20,14 @@ struct CholeskyOptions {
   /// the failing region promoted one precision up (HP3 -> HP2 -> HP1 -> SP, TF32 and BF16 -> SP),
   /// until the factorization finishes or the region is all SP / DP.
   bool recover = false;
+  /// CUDA devices of this host to factor on (empty: where `a` lives: the CPU for host memory,
+  /// its device for device memory). Tile columns are dealt round-robin over the listed devices;
+  /// each panel goes to every device peer to peer; each device updates its own columns. `a` may
+  /// be in host memory or on any device; its device, when listed, factors in place, and the
+  /// result is the factor of one device (the same arithmetic per tile; cuBLAS may pick other
+  /// kernels for other batch sizes, so agreement is within the GEMM variants' rounding). Every
+  /// listed device holds a copy of the whole layout (n^2 / 2 floats) besides its scratch.
+  std::vector<int> devices;
 };
 
 /// What a factorization did.

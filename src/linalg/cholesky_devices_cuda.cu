@@ -1,0 +1,337 @@
+// The tile Cholesky over several CUDA devices of one host (issue 9; cholesky_cuda.hpp): tile
+// columns dealt round-robin over the listed devices (a 1 x G block-cyclic grid, the layout a
+// single host's few GPUs want: every panel goes to every device anyway).
+//
+// Step k: the owner of column k factors its panel on its panel stream (spotrf, one tall strsm,
+// the low-precision copies its consumers need), as on one device; every other device copies the
+// whole column k (the diagonal tile too) peer to peer into the same place of its own copy of the
+// layout (NVLink where present) and makes its own low-precision copies; each device then updates
+// the columns it owns with panel k, exactly the single-device updates (Factor in
+// cholesky_factor_cuda.hpp). The owner of column k + 1 updates it first, on its panel stream
+// (look-ahead), so panel k + 1 can start while the others still update. Events order the
+// streams across devices; the host only enqueues, and reads the pivots and overflow flags once.
+// Since every panel reaches every device, every device ends with the whole factor: the result
+// is copied to the caller's storage from one of them (none when it is the caller's own).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "halfscope/core/cublas.hpp"
+#include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/cusolver.hpp"
+#include "halfscope/core/error.hpp"
+#include "linalg/cholesky_cuda.hpp"
+#include "linalg/cholesky_factor_cuda.hpp"
+#include "linalg/tile_cuda.hpp"
+
+namespace halfscope::linalg::detail {
+namespace {
+
+// One listed device's share: its copy of the layout (its own columns, then every panel as it
+// arrives), streams, handles and scratch. Members are declared in creation order and destroyed
+// in reverse with the device current (Part's destructor), the streams drained first.
+struct Part {
+  int device = 0;
+  TileMatrix copy;  // the caller's storage on the home device, else a new copy of the layout
+  std::unique_ptr<cuda::Stream> p, u;
+  std::unique_ptr<cuda::CusolverHandle> solver;
+  std::unique_ptr<cuda::CublasHandle> panel_blas, update_blas;
+  std::unique_ptr<Factor> fc;
+  std::vector<std::unique_ptr<cuda::StreamScratch>> scratch;
+  std::vector<std::unique_ptr<cuda::Event>> panel_done, col_done, update_done;
+  std::unique_ptr<cuda::Event> ready;
+  FailureCode* tags[kFormats] = {};
+  int* infos = nullptr;
+  float* work = nullptr;
+  float* tall = nullptr;
+  int lwork = 0;
+  std::int64_t workspace = 0;
+
+  Part() = default;
+  Part(const Part&) = delete;
+  Part& operator=(const Part&) = delete;
+  ~Part() {
+    if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
+    for (const auto& s : {p.get(), u.get()})
+      if (s && cudaStreamSynchronize(s->get()) != cudaSuccess) (void)cudaGetLastError();
+    scratch.clear();  // stream-ordered frees on p, before the streams go
+    fc.reset();
+    update_blas.reset();
+    panel_blas.reset();
+    solver.reset();
+    u.reset();
+    p.reset();
+  }
+
+  void* take(std::int64_t bytes) {
+    scratch.push_back(std::make_unique<cuda::StreamScratch>(bytes, p->get()));
+    workspace += bytes;
+    return scratch.back()->get();
+  }
+};
+
+// Elements of tile column j from its diagonal tile down (contiguous in the layout).
+std::int64_t column_elements(const TileLayout& l, std::int64_t j) {
+  const std::int64_t end = j + 1 < l.tile_cols() ? l.tile_offset(j + 1, j + 1) : l.element_count();
+  return end - l.tile_offset(j, j);
+}
+
+// Creates device d's share: streams, handles, its copy of the layout with its own columns
+// (copied from `a`), and the scratch of the single-device factorization.
+void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants, int home,
+            std::int64_t parts, std::int64_t index) {
+  HS_CUDA_CHECK(cudaSetDevice(part.device));
+  part.p = std::make_unique<cuda::Stream>();
+  part.u = std::make_unique<cuda::Stream>();
+  const cudaStream_t p = part.p->get();
+  part.solver = std::make_unique<cuda::CusolverHandle>(p);
+  part.panel_blas = std::make_unique<cuda::CublasHandle>();
+  part.update_blas = std::make_unique<cuda::CublasHandle>();
+  HS_CUBLAS_CHECK(cublasSetStream(part.panel_blas->get(), p));
+  HS_CUBLAS_CHECK(cublasSetStream(part.update_blas->get(), part.u->get()));
+  const TileLayout& l = a.layout;
+  const std::int64_t nt = l.tile_rows(), nb = l.tile_size(), n = l.rows();
+  if (index == home) {
+    part.copy = a;  // shares the caller's storage
+  } else {
+    part.copy = TileMatrix(l, DType::f32, Memory::device);
+    part.workspace += part.copy.storage.nbytes();
+    for (std::int64_t j = index; j < nt; j += parts) {
+      const std::int64_t at = l.tile_offset(j, j);
+      HS_CUDA_CHECK(cudaMemcpyAsync(
+          part.copy.storage.data_as<float>() + at, a.storage.data_as<float>() + at,
+          static_cast<std::size_t>(column_elements(l, j)) * 4, cudaMemcpyDefault, p));
+    }
+  }
+  part.fc = std::make_unique<Factor>(Factor{part.copy, variants});
+  Factor& fc = *part.fc;
+  fc.nt = nt, fc.nb = nb, fc.base = part.copy.storage.data_as<float>();
+  fc.owned.assign(static_cast<std::size_t>(nt), 0);
+  for (std::int64_t j = index; j < nt; j += parts) fc.owned[static_cast<std::size_t>(j)] = 1;
+
+  bool used[kFormats] = {};
+  const auto tags = consumer_tags(fc, used);
+  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
+  for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
+    if (!used[f]) continue;
+    for (int parity = 0; parity < 2; ++parity)
+      fc.panel[f][parity] = part.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)));
+    const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
+    part.tags[f] = static_cast<FailureCode*>(part.take(bytes));
+    HS_CUDA_CHECK(cudaMemcpyAsync(part.tags[f], tags[f].data(), static_cast<std::size_t>(bytes),
+                                  cudaMemcpyHostToDevice, p));
+  }
+  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
+    if (panel_elems == 0 || std::find(variants.begin(), variants.end(), v) == variants.end())
+      continue;
+    const auto cf = static_cast<int>(c_format(v));
+    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
+      fc.c_scratch[cf][side] = part.take(panel_elems * format_bytes(c_format(v)));
+  }
+  std::vector<const void*> a_host, b_host;
+  std::vector<void*> c_host;
+  fc.plan_groups(a_host, b_host, c_host);
+  const auto ptr_bytes =
+      static_cast<std::int64_t>(std::max<std::size_t>(a_host.size(), 1) * sizeof(void*));
+  fc.a_ptrs = static_cast<const void**>(part.take(ptr_bytes));
+  fc.b_ptrs = static_cast<const void**>(part.take(ptr_bytes));
+  fc.c_ptrs = static_cast<void**>(part.take(ptr_bytes));
+  if (const std::size_t copy = a_host.size() * sizeof(void*); copy > 0) {
+    HS_CUDA_CHECK(cudaMemcpyAsync(fc.a_ptrs, a_host.data(), copy, cudaMemcpyHostToDevice, p));
+    HS_CUDA_CHECK(cudaMemcpyAsync(fc.b_ptrs, b_host.data(), copy, cudaMemcpyHostToDevice, p));
+    HS_CUDA_CHECK(cudaMemcpyAsync(fc.c_ptrs, c_host.data(), copy, cudaMemcpyHostToDevice, p));
+  }
+  fc.flag = static_cast<FailureCode*>(part.take(sizeof(FailureCode)));
+  HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), p));  // kNoFailure
+  part.infos = static_cast<int*>(part.take(nt * static_cast<std::int64_t>(sizeof(int))));
+  HS_CUDA_CHECK(cudaMemsetAsync(part.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), p));
+  HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(part.solver->get(), CUBLAS_FILL_MODE_LOWER,
+                                                static_cast<int>(std::min(nb, n)), fc.base,
+                                                static_cast<int>(std::min(nb, n)), &part.lwork));
+  part.work = static_cast<float*>(
+      part.take(std::max(part.lwork, 1) * static_cast<std::int64_t>(sizeof(float))));
+  part.tall = static_cast<float*>(part.take(std::max<std::int64_t>(panel_elems, 1) * 4));
+  for (std::int64_t k = 0; k < nt; ++k) {
+    part.panel_done.push_back(std::make_unique<cuda::Event>());
+    part.col_done.push_back(std::make_unique<cuda::Event>());
+    part.update_done.push_back(std::make_unique<cuda::Event>());
+  }
+  part.ready = std::make_unique<cuda::Event>();
+  part.ready->record(p);  // the columns and tables are in place: the update stream may start
+  HS_CUDA_CHECK(cudaStreamWaitEvent(part.u->get(), part.ready->get(), 0));
+  // The host tables above are freed when this returns.
+  HS_CUDA_CHECK(cudaStreamSynchronize(p));
+}
+
+// Step k's panel on its owner: spotrf, the panel's tall strsm (as cholesky_cuda.cu).
+void factor_panel(Part& part, std::int64_t k) {
+  Factor& fc = *part.fc;
+  const cudaStream_t p = part.p->get();
+  const std::int64_t nt = fc.nt, nb = fc.nb, n = fc.a.layout.rows(), hk = fc.height(k);
+  HS_CUSOLVER_CHECK(cusolverDnSpotrf(part.solver->get(), CUBLAS_FILL_MODE_LOWER,
+                                     static_cast<int>(hk), fc.tile(k, k), static_cast<int>(hk),
+                                     part.work, part.lwork, part.infos + k));
+  if (k + 1 >= nt) return;
+  const std::int64_t rows = n - (k + 1) * nb;
+  BlockSet tiles;
+  tiles.base = fc.base, tiles.first = fc.a.layout.tile_offset(k + 1, k), tiles.stride = nb * nb;
+  tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = fc.height(nt - 1), tiles.cols = nb;
+  tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
+  convert_blocks(tiles, Rounding::copy, part.tall, fc.flag, p);
+  const float one = 1.0f;
+  const PedanticMath strict(part.panel_blas->get());
+  HS_CUBLAS_CHECK(cublasStrsm(part.panel_blas->get(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER,
+                              CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows),
+                              static_cast<int>(nb), &one, fc.tile(k, k), static_cast<int>(nb),
+                              part.tall, static_cast<int>(rows)));
+  BlockSet back = tiles;
+  back.base = part.tall, back.first = 0, back.stride = nb, back.src_ld = rows;
+  back.dst_stride = nb * nb, back.dst_ld = 0;
+  convert_blocks(back, Rounding::copy, fc.tile(k + 1, k), fc.flag, p);
+}
+
+// The low-precision copies of panel k this device's updates read (parity k % 2).
+void convert_panel(Part& part, std::int64_t k) {
+  Factor& fc = *part.fc;
+  const std::int64_t nt = fc.nt, nb = fc.nb;
+  if (k + 1 >= nt) return;
+  const cudaStream_t p = part.p->get();
+  // Parity k % 2 was last read by step k - 2's updates.
+  if (k >= 2) HS_CUDA_CHECK(cudaStreamWaitEvent(p, part.update_done[k - 2]->get(), 0));
+  for (int f = 1; f < kFormats; ++f) {
+    if (!fc.panel[f][0]) continue;
+    BlockSet set;
+    set.base = fc.base, set.first = fc.a.layout.tile_offset(k + 1, k), set.stride = nb * nb;
+    set.count = nt - k - 1, set.rows = nb, set.last_rows = fc.height(nt - 1), set.cols = nb;
+    set.dst_stride = nb * nb, set.tags = part.tags[f] + k * nt;
+    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), fc.panel[f][k % 2], fc.flag,
+                   p);
+  }
+}
+
+}  // namespace
+
+std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>& variants,
+                                   const std::string& policy_name, FailedTile* failed,
+                                   const std::vector<int>& devices) {
+  const TileLayout& l = a.layout;
+  const std::int64_t nt = l.tile_rows();
+  int previous = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&previous));
+  struct Restore {
+    int device;
+    ~Restore() {
+      if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
+    }
+  } restore{previous};
+  // The caller's device storage, written on any stream of its device, is read by every device:
+  // wait for it once. Its device, when listed, works in place ("home").
+  int home = -1;
+  if (a.storage.on_device()) {
+    cudaPointerAttributes where{};
+    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, a.storage.data()));
+    HS_CUDA_CHECK(cudaSetDevice(where.device));
+    HS_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto it = std::find(devices.begin(), devices.end(), where.device);
+    if (it != devices.end()) home = static_cast<int>(it - devices.begin());
+  }
+  // Peer access where the devices allow it (else cudaMemcpyPeerAsync stages through the host).
+  for (const int d : devices)
+    for (const int e : devices) {
+      int can = 0;
+      if (d == e) continue;
+      HS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, d, e));
+      if (!can) continue;
+      HS_CUDA_CHECK(cudaSetDevice(d));
+      const cudaError_t err = cudaDeviceEnablePeerAccess(e, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        HS_CUDA_CHECK(err);
+    }
+  const auto g = static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), nt));
+  std::vector<std::unique_ptr<Part>> parts;
+  for (std::int64_t i = 0; i < g; ++i) {
+    parts.push_back(std::make_unique<Part>());
+    parts.back()->device = devices[static_cast<std::size_t>(i)];
+    set_up(*parts.back(), a, variants, home, g, i);
+  }
+  const auto use = [&](std::int64_t i) -> Part& {
+    Part& part = *parts[static_cast<std::size_t>(i)];
+    HS_CUDA_CHECK(cudaSetDevice(part.device));
+    return part;
+  };
+  for (std::int64_t k = 0; k < nt; ++k) {
+    const std::int64_t owner = k % g;
+    {
+      Part& o = use(owner);
+      factor_panel(o, k);
+      convert_panel(o, k);
+      o.panel_done[k]->record(o.p->get());
+    }
+    for (std::int64_t i = 0; i < g; ++i) {
+      if (i == owner) continue;
+      Part& part = use(i);
+      const Part& o = *parts[static_cast<std::size_t>(owner)];
+      const cudaStream_t p = part.p->get();
+      HS_CUDA_CHECK(cudaStreamWaitEvent(p, o.panel_done[k]->get(), 0));
+      const std::int64_t at = l.tile_offset(k, k);
+      HS_CUDA_CHECK(cudaMemcpyPeerAsync(part.fc->base + at, part.device, o.fc->base + at, o.device,
+                                        static_cast<std::size_t>(column_elements(l, k)) * 4, p));
+      convert_panel(part, k);
+      part.panel_done[k]->record(p);
+    }
+    for (std::int64_t i = 0; i < g; ++i) {
+      Part& part = use(i);
+      Factor& fc = *part.fc;
+      const cudaStream_t p = part.p->get(), u = part.u->get();
+      if (k + 1 < nt && fc.owns(k + 1)) {
+        // Look-ahead: column k + 1 needs step k - 1's update of it (the update stream's first).
+        if (k >= 1) HS_CUDA_CHECK(cudaStreamWaitEvent(p, part.col_done[k - 1]->get(), 0));
+        fc.update_column(part.panel_blas->get(), p, 0, k, k + 1);
+      }
+      HS_CUDA_CHECK(cudaStreamWaitEvent(u, part.panel_done[k]->get(), 0));
+      if (k + 2 < nt && fc.owns(k + 2)) fc.update_column(part.update_blas->get(), u, 1, k, k + 2);
+      part.col_done[k]->record(u);
+      if (k + 3 < nt) fc.update_rest(part.update_blas->get(), u, k);
+      part.update_done[k]->record(u);
+    }
+  }
+  // Every device holds the whole factor now (its columns, and every other column as received):
+  // the caller's storage gets it from the first device unless it is the home device's own.
+  std::vector<int> infos(static_cast<std::size_t>(nt), 0);
+  FailureCode code = kNoFailure;
+  std::int64_t workspace = 0;
+  for (std::int64_t i = 0; i < g; ++i) {
+    Part& part = use(i);
+    const cudaStream_t p = part.p->get();
+    HS_CUDA_CHECK(cudaStreamWaitEvent(p, part.update_done[nt - 1]->get(), 0));
+    std::vector<int> mine(static_cast<std::size_t>(nt));
+    FailureCode flag = kNoFailure;
+    HS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), part.infos, mine.size() * sizeof(int),
+                                  cudaMemcpyDeviceToHost, p));
+    HS_CUDA_CHECK(cudaMemcpyAsync(&flag, part.fc->flag, sizeof flag, cudaMemcpyDeviceToHost, p));
+    HS_CUDA_CHECK(cudaStreamSynchronize(p));
+    for (std::int64_t k = i; k < nt; k += g)
+      infos[static_cast<std::size_t>(k)] = mine[static_cast<std::size_t>(k)];
+    code = std::min(code, flag);  // the device's atomicMin across devices: earliest first
+    workspace += part.workspace;
+  }
+  throw_first_failure(*parts.front()->fc, infos, code, policy_name, failed);
+  if (home < 0) {
+    Part& first = use(0);
+    HS_CUDA_CHECK(cudaMemcpyAsync(a.storage.data(), first.copy.storage.data(),
+                                  static_cast<std::size_t>(a.storage.nbytes()), cudaMemcpyDefault,
+                                  first.p->get()));
+    HS_CUDA_CHECK(cudaStreamSynchronize(first.p->get()));
+  }
+  return workspace;
+}
+
+}  // namespace halfscope::linalg::detail

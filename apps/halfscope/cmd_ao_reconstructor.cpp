@@ -2,11 +2,18 @@
 // R = Ctm Cmm^-1 (ao/reconstructor.hpp: Cmm in FP32 tiles, tile Cholesky under a precision policy,
 // two triangular solves), written as an m x n float32 .npy; with --evaluate, its tomographic
 // error and Strehl ratio next to those of the FP64 reconstructor (evaluation.hpp).
+//
+// Under mpirun (several ranks, builds with MPI): the same options and outputs, R built by
+// mpi::tomographic_reconstructor_rows (Cmm generated and factored 2D block-cyclic, each rank its
+// block of R's rows), gathered and written once by rank 0; every step that can fail on some ranks
+// only (reading the system, the output folder, the evaluation and the write on rank 0) is agreed,
+// so every rank ends with the same status and the error prints once.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "ao_system_arg.hpp"
 #include "cli.hpp"
@@ -14,10 +21,16 @@
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/ao/system.hpp"
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/linalg/policy.hpp"
+
+#if HALFSCOPE_HAS_MPI
+#include "halfscope/mpi/comm.hpp"
+#include "halfscope/mpi/reconstructor.hpp"
+#endif
 
 namespace halfscope::cli {
 namespace {
@@ -25,7 +38,7 @@ namespace {
 struct AoReconstructorCliOptions {
   AoSystemArg system;
   std::string output, policy = "uniform:SP", solve_policy = "uniform:SP", device,
-                      tiptilt = "woodbury";
+                      tiptilt = "woodbury", grid;
   std::int64_t tile = 0;
   bool recover = false, evaluate = false;
   double wavelength_m = 1.65e-6;
@@ -71,28 +84,11 @@ void print_evaluation(const ao::AoSystem& system, const Array& r, DeviceKind dev
   std::cout << line;
 }
 
-void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) {
-  ao::ReconstructorOptions o;
-  o.policy = linalg::parse_policy(c.policy);
-  o.solve_policy = linalg::parse_policy(c.solve_policy);
-  if (io::extension_of(c.output) != "npy")
-    throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
-  io::check_output_path(c.output);
-  o.device = resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
-  o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
-  o.recover = c.recover;
-  o.tiptilt = ao::parse_tiptilt_method(c.tiptilt, "--tiptilt");
-  o.result_memory = Memory::host;
-  const ao::AoSystem system = load_ao_system(c.system);
-  const std::string label = ao_system_label(c.system);
-  const char* where = o.device == DeviceKind::Cuda ? "cuda" : "cpu";
-  info(g, "ao reconstructor: " + label + ", n = " + std::to_string(ao::measurement_count(system)) +
-              ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
-              std::to_string(o.tile) + ", " + where);
-  const ao::Reconstructor rec = ao::tomographic_reconstructor(system, o);
+// The report both paths print: R, the policies, the times, the factor's tiles and recoveries.
+void print_summary(const ao::Reconstructor& rec, const char* where, ao::TiptiltMethod tiptilt) {
   std::cout << "R: " << rec.matrix.dim(0) << " x " << rec.matrix.dim(1) << " float32, policy "
             << rec.factor.policy << ", solve policy " << rec.solve.policy << ", " << where << "\n";
-  std::cout << "LGS tip-tilt: " << ao::tiptilt_method_name(o.tiptilt) << " (" << rec.tiptilt_groups
+  std::cout << "LGS tip-tilt: " << ao::tiptilt_method_name(tiptilt) << " (" << rec.tiptilt_groups
             << " slope groups corrected)\n";
   std::cout << "times: covariance " << fixed(rec.covariance_ms, 2) << " ms, factor "
             << fixed(rec.factor_ms, 2) << " ms, solves " << fixed(rec.solve_ms, 2) << " ms\n";
@@ -103,6 +99,100 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
   std::cout << "\nattempts " << rec.factor.attempts << ", recoveries "
             << rec.factor.recoveries.size() << "\n";
   for (const std::string& line : rec.factor.recoveries) std::cout << "  " << line << "\n";
+}
+
+ao::ReconstructorOptions parse_options(const AoReconstructorCliOptions& c) {
+  ao::ReconstructorOptions o;
+  o.policy = linalg::parse_policy(c.policy);
+  o.solve_policy = linalg::parse_policy(c.solve_policy);
+  if (io::extension_of(c.output) != "npy")
+    throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
+  o.recover = c.recover;
+  o.tiptilt = ao::parse_tiptilt_method(c.tiptilt, "--tiptilt");
+  o.result_memory = Memory::host;
+  return o;
+}
+
+#if HALFSCOPE_HAS_MPI
+// "PxQ" (e.g. 2x4) as a process grid of `ranks`; the default grid when empty.
+mpi::ProcessGrid parse_grid(const std::string& text, int ranks) {
+  if (text.empty()) return mpi::ProcessGrid::for_ranks(ranks);
+  mpi::ProcessGrid grid;
+  const std::size_t x = text.find('x');
+  try {
+    std::size_t used_rows = 0, used_cols = 0;
+    grid.rows = std::stoi(text.substr(0, x), &used_rows);
+    grid.cols = x == std::string::npos ? 0 : std::stoi(text.substr(x + 1), &used_cols);
+    if (used_rows != x || used_cols != text.size() - x - 1) grid.cols = 0;
+  } catch (const std::exception&) {
+    grid.cols = 0;
+  }
+  if (grid.rows < 1 || grid.cols < 1)
+    throw InvalidInput("--grid: expected PxQ with P, Q >= 1 (e.g. 2x2), found '" + text + "'");
+  grid.check(ranks);
+  return grid;
+}
+
+void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
+  const mpi::Comm world = mpi::Comm::world();
+  ao::ReconstructorOptions o;
+  ao::AoSystem system;
+  mpi::ProcessGrid grid;
+  mpi::agree(world, [&] {
+    o = parse_options(c);
+    if (g.rank == 0) io::check_output_path(c.output);  // rank 0 writes R
+    // Not resolved here: the MPI layer runs on the CPU (auto) and refuses cuda with a message.
+    o.device = parse_device_kind(c.device.empty() ? g.device : c.device);
+    o.tile = c.tile > 0 ? c.tile : 512;
+    grid = parse_grid(c.grid, g.ranks);
+    system = load_ao_system(c.system);
+  });
+  info(g, "ao reconstructor: " + ao_system_label(c.system) +
+              ", n = " + std::to_string(ao::measurement_count(system)) +
+              ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
+              std::to_string(o.tile) + ", cpu, " + std::to_string(g.ranks) + " MPI ranks");
+  mpi::ReconstructorPart part = mpi::tomographic_reconstructor_rows(world, system, o, grid);
+  const std::int64_t factor_bytes = world.sum(part.factor_traffic.bytes_received);
+  const std::int64_t solve_bytes = world.sum(part.solve_traffic.bytes_received);
+  const std::int64_t most_rows = world.max(part.rows.count());
+  Array r = mpi::gather_rows(world, part, 0);  // R on rank 0, nothing elsewhere
+  ao::Reconstructor rec = std::move(part.local);
+  rec.matrix = std::move(r);
+  mpi::agree(world, [&] {
+    if (g.rank != 0) return;
+    print_summary(rec, "cpu", o.tiptilt);
+    std::cout << "MPI: " << g.ranks << " ranks, grid " << grid.rows << " x " << grid.cols
+              << ", at most " << most_rows << " rows of R per rank; received " << factor_bytes
+              << " bytes in the factorization, " << solve_bytes << " in the solves\n";
+    // The evaluation runs on rank 0 alone (FP64 covariances of the whole system, as without MPI).
+    if (c.evaluate) print_evaluation(system, rec.matrix, DeviceKind::Cpu, c.wavelength_m);
+    io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
+  });
+  info(g, "wrote " + c.output);
+}
+#endif
+
+void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) {
+#if HALFSCOPE_HAS_MPI
+  if (g.ranks > 1) return run_over_ranks(g, c);
+#endif
+  ao::ReconstructorOptions o = parse_options(c);
+  if (!c.grid.empty() && c.grid != "1x1")
+    throw InvalidInput(
+        "--grid: a process grid of several ranks needs mpirun (this run has one "
+        "process), found '" +
+        c.grid + "'");
+  io::check_output_path(c.output);
+  o.device = resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
+  o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
+  const ao::AoSystem system = load_ao_system(c.system);
+  const std::string label = ao_system_label(c.system);
+  const char* where = o.device == DeviceKind::Cuda ? "cuda" : "cpu";
+  info(g, "ao reconstructor: " + label + ", n = " + std::to_string(ao::measurement_count(system)) +
+              ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
+              std::to_string(o.tile) + ", " + where);
+  const ao::Reconstructor rec = ao::tomographic_reconstructor(system, o);
+  print_summary(rec, where, o.tiptilt);
   // Scored before writing, so a failing evaluation leaves no file behind either.
   if (c.evaluate) print_evaluation(system, rec.matrix, o.device, c.wavelength_m);
   io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
@@ -135,6 +225,9 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
                   "LGS tip-tilt constants: woodbury (factor Cmm without them, exact low-rank "
                   "correction) or direct (factor Cmm as it is)")
       ->capture_default_str();
+  cmd->add_option("--grid", c->grid,
+                  "under mpirun: the PxQ process grid of Cmm's tiles (default: P <= Q, as square "
+                  "as the rank count allows)");
   cmd->add_flag("--evaluate", c->evaluate,
                 "print the tomographic error and Strehl of R and of the FP64 reconstructor");
   cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres (--evaluate)")

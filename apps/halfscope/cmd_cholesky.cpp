@@ -1,15 +1,21 @@
 // `halfscope cholesky A.npy -o L.npy`: the mixed-precision tile Cholesky (linalg/cholesky.hpp) of
 // a symmetric positive definite matrix from a file, with a precision policy, optional recovery,
 // an FP64 backward-error check and a JSON report. L is written dense (upper triangle zero) in
-// float32, together with the report or not at all.
+// float32, together with the report or not at all. Under mpirun (several ranks, builds with MPI)
+// the factorization runs over the ranks (halfscope/mpi/cholesky.hpp): every rank reads and checks
+// the input, factors its tiles of a P x Q grid, and rank 0 gathers L and writes it and the report.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ao_output_set.hpp"
 #include "cli.hpp"
@@ -22,11 +28,19 @@
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
 
+#if HALFSCOPE_HAS_MPI
+#include <optional>
+
+#include "halfscope/mpi/cholesky.hpp"
+#include "halfscope/mpi/comm.hpp"
+#include "halfscope/mpi/tiles.hpp"
+#endif
+
 namespace halfscope::cli {
 namespace {
 
 struct CholeskyCliOptions {
-  std::string input, output, policy = "uniform:SP", device, report;
+  std::string input, output, policy = "uniform:SP", device, report, grid;
   std::int64_t tile = 0;
   bool recover = false, check = false;
 };
@@ -87,8 +101,8 @@ Array dense_lower(const linalg::TileMatrix& l_any) {
 
 void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c, std::int64_t n,
                   std::int64_t nb, const char* device, const linalg::CholeskyReport& r, double ms,
-                  const bench::BackwardError* e) {
-  nlohmann::json j;
+                  const bench::BackwardError* e, const nlohmann::json& ranks) {
+  nlohmann::json j = ranks;
   j["input"] = c.input;
   j["output"] = c.output;
   j["n"] = n;
@@ -110,13 +124,145 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   io::write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
-void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
-  // Everything that can be checked without the data fails first.
-  const linalg::Policy policy = linalg::parse_policy(c.policy);
+// The process grid of --grid "PxQ" (default: ProcessGrid::for_ranks's), checked against the
+// job's rank count.
+std::pair<int, int> parse_grid(const std::string& text, int ranks) {
+  int p = 1, q = ranks;
+  for (p = 1; p * p <= ranks; ++p)  // the squarest P x Q with P <= Q, as ProcessGrid::for_ranks
+    if (ranks % p == 0) q = ranks / p;
+  p = ranks / q;
+  if (!text.empty()) {
+    const auto x = text.find_first_of("xX");
+    std::size_t used_p = 0, used_q = 0;
+    try {
+      if (x == std::string::npos) throw std::invalid_argument(text);
+      p = std::stoi(text.substr(0, x), &used_p);
+      q = std::stoi(text.substr(x + 1), &used_q);
+    } catch (const std::exception&) {
+      used_p = 0;
+    }
+    if (used_p != x || used_q == 0 || x + 1 + used_q != text.size() || p < 1 || q < 1)
+      throw InvalidInput("--grid: expected PxQ with P, Q >= 1 (e.g. 2x2), found '" + text + "'");
+  }
+  if (static_cast<std::int64_t>(p) * q != ranks)
+    throw InvalidInput("--grid " + std::to_string(p) + "x" + std::to_string(q) + ": expected " +
+                       "P x Q = the " + std::to_string(ranks) + " MPI rank(s) of the job, found " +
+                       std::to_string(static_cast<std::int64_t>(p) * q));
+  return {p, q};
+}
+
+// Everything that can be checked without the data, on every rank alike: the policy and paths.
+linalg::Policy check_arguments(const CholeskyCliOptions& c) {
+  linalg::Policy policy = linalg::parse_policy(c.policy);
   if (io::extension_of(c.output) != "npy")
     throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
   io::check_output_path(c.output);
   if (!c.report.empty()) io::check_output_path(c.report);
+  return policy;
+}
+
+// Prints the outcome and writes L (with the report): on the one process, or on rank 0.
+void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileMatrix& l,
+            const linalg::TileMatrix& input, const char* where, const linalg::CholeskyReport& r,
+            double ms, const nlohmann::json& ranks) {
+  const std::int64_t n = l.layout.rows(), nb = l.layout.tile_size();
+  std::cout << "policy " << r.policy << ", n = " << n << ", tile " << nb << ", " << where << ", "
+            << number(ms) << " ms\n";
+  std::cout << "off-diagonal tiles:";
+  for (const linalg::GemmVariant v : linalg::all_gemm_variants())
+    if (r.count(v) > 0) std::cout << " " << linalg::gemm_variant_name(v) << " " << r.count(v);
+  std::cout << "\nattempts " << r.attempts << ", recoveries " << r.recoveries.size() << "\n";
+  for (const std::string& line : r.recoveries) std::cout << "  " << line << "\n";
+  bench::BackwardError e;
+  if (c.check) {
+    e = bench::cholesky_backward_error(l, input);  // every tile: exact, FP64
+    std::cout << "backward error ||L L^T - A||_F / ||A||_F = " << number(e.relative)
+              << " (FP64, A as factored in FP32)\n";
+  }
+  // L and the report appear together or not at all (ao_output_set.hpp).
+  AoOutputSet outputs;
+  io::write_npy(outputs.partial(c.output), dense_lower(l));
+  if (!c.report.empty())
+    write_report(outputs.partial(c.report), c, n, nb, where, r, ms, c.check ? &e : nullptr, ranks);
+  outputs.commit();
+  info(g, "wrote " + c.output + (c.report.empty() ? "" : " and " + c.report));
+}
+
+#if HALFSCOPE_HAS_MPI
+// The factorization over the job's ranks: each step that can fail on some ranks only is agreed
+// on (mpi::agree), so an error reaches every rank and is printed once, by rank 0.
+void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
+  const mpi::Comm world = mpi::Comm::world();
+  linalg::CholeskyOptions options;
+  mpi::ProcessGrid grid;
+  linalg::TileMatrix input;
+  mpi::agree(world, [&] {
+    options.policy = check_arguments(c);
+    options.recover = c.recover;
+    const auto [p, q] = parse_grid(c.grid, g.ranks);
+    grid = mpi::ProcessGrid{p, q};
+    const std::string device = c.device.empty() ? g.device : c.device;
+    if (device == "cuda")
+      throw Unsupported("cholesky: --device cuda with " + std::to_string(g.ranks) +
+                        " MPI ranks: the MPI factorization runs on the CPU only for now; use "
+                        "--device cpu, or one process for the GPU factorization");
+    const Array a = read_symmetric(c.input);
+    input = linalg::TileMatrix::from_dense(a, c.tile > 0 ? c.tile : 512, linalg::TileFill::lower,
+                                           DType::f32, Memory::host);
+  });
+  std::optional<mpi::DistTileMatrix> tiles;
+  mpi::agree(world, [&] {
+    tiles.emplace(mpi::DistTileMatrix::scatter(world, input, grid));
+    if (g.rank != 0 || !c.check) input = linalg::TileMatrix{};  // rank 0 keeps it for --check
+  });
+  info(g, "cholesky: n = " + std::to_string(tiles->layout().rows()) + ", tile " +
+              std::to_string(tiles->layout().tile_size()) + ", policy " + options.policy.name() +
+              ", cpu, " + std::to_string(g.ranks) + " MPI ranks on a " + std::to_string(grid.rows) +
+              " x " + std::to_string(grid.cols) + " grid");
+  mpi::CholeskyTraffic traffic;
+  const auto t0 = std::chrono::steady_clock::now();
+  const linalg::CholeskyReport r = mpi::cholesky(*tiles, options, &traffic);
+  // The job's time is its slowest rank's.
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const double ms = static_cast<double>(world.max(static_cast<std::int64_t>(ns))) * 1e-6;
+  const linalg::TileMatrix l = tiles->gather(0);
+  // Per-rank figures, each rank filling its own entry.
+  const auto size = static_cast<std::size_t>(g.ranks), me = static_cast<std::size_t>(g.rank);
+  std::vector<std::int64_t> sent(size, 0), workspace(size, 0);
+  sent[me] = traffic.bytes_sent;
+  workspace[me] = r.workspace_bytes;
+  world.sum(std::span<std::int64_t>(sent));
+  world.sum(std::span<std::int64_t>(workspace));
+  const double waited = world.sum(traffic.wait_seconds);
+  mpi::agree(world, [&] {
+    if (g.rank != 0) return;
+    linalg::CholeskyReport job = r;
+    job.workspace_bytes = *std::max_element(workspace.begin(), workspace.end());
+    nlohmann::json ranks;
+    ranks["ranks"] = g.ranks;
+    ranks["grid"] = {grid.rows, grid.cols};
+    ranks["bytes_sent_per_rank"] = sent;
+    ranks["bytes_moved"] = std::accumulate(sent.begin(), sent.end(), std::int64_t{0});
+    ranks["mpi_wait_ms_mean"] = waited * 1e3 / static_cast<double>(g.ranks);
+    ranks["workspace_bytes_per_rank"] = workspace;
+    finish(g, c, l, input, "cpu", job, ms, ranks);
+    std::cout << g.ranks << " MPI ranks on a " << grid.rows << " x " << grid.cols << " grid, "
+              << ranks["bytes_moved"].get<std::int64_t>() << " bytes moved\n";
+  });
+}
+#endif
+
+void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
+#if HALFSCOPE_HAS_MPI
+  if (g.ranks > 1) {
+    run_over_ranks(g, c);
+    return;
+  }
+#endif
+  const linalg::Policy policy = check_arguments(c);
+  (void)parse_grid(c.grid, 1);  // one process: only 1x1
   const DeviceKind device =
       resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
   const bool gpu = device == DeviceKind::Cuda;
@@ -139,27 +285,7 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   const linalg::CholeskyReport r = linalg::cholesky_tiles(l, options);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-
-  std::cout << "policy " << r.policy << ", n = " << n << ", tile " << nb << ", " << where << ", "
-            << number(ms) << " ms\n";
-  std::cout << "off-diagonal tiles:";
-  for (const linalg::GemmVariant v : linalg::all_gemm_variants())
-    if (r.count(v) > 0) std::cout << " " << linalg::gemm_variant_name(v) << " " << r.count(v);
-  std::cout << "\nattempts " << r.attempts << ", recoveries " << r.recoveries.size() << "\n";
-  for (const std::string& line : r.recoveries) std::cout << "  " << line << "\n";
-  bench::BackwardError e;
-  if (c.check) {
-    e = bench::cholesky_backward_error(l, input);  // every tile: exact, FP64
-    std::cout << "backward error ||L L^T - A||_F / ||A||_F = " << number(e.relative)
-              << " (FP64, A as factored in FP32)\n";
-  }
-  // L and the report appear together or not at all (ao_output_set.hpp).
-  AoOutputSet outputs;
-  io::write_npy(outputs.partial(c.output), dense_lower(l));
-  if (!c.report.empty())
-    write_report(outputs.partial(c.report), c, n, nb, where, r, ms, c.check ? &e : nullptr);
-  outputs.commit();
-  info(g, "wrote " + c.output + (c.report.empty() ? "" : " and " + c.report));
+  finish(g, c, l, input, where, r, ms, nlohmann::json::object());
 }
 
 }  // namespace
@@ -183,6 +309,9 @@ void register_cholesky(CLI::App& app, Globals& g) {
                 "on a failure refactor with the failing region promoted one precision up");
   cmd->add_flag("--check", c->check, "print ||L L^T - A||_F / ||A||_F computed in FP64");
   cmd->add_option("--report", c->report, "also write a JSON report (tiles per variant, time)");
+  cmd->add_option("--grid", c->grid,
+                  "under mpirun: the P x Q process grid of the tiles, e.g. 2x2 (default: the "
+                  "squarest with P <= Q)");
   cmd->callback([&g, c] { run_cholesky(g, *c); });
 }
 

@@ -2,7 +2,9 @@
 // against continuous data, per channel or stacked over the network with moveouts and weights
 // (Fast Matched Filter's semantics), with optional detection (EQcorrscan's semantics) and an
 // accuracy check against the CPU FP64 reference. Inputs are read and checked by
-// io/seismic_input.hpp; numerics are the library's (halfscope/mfilter.hpp).
+// io/seismic_input.hpp; numerics are the library's (halfscope/mfilter.hpp). Under mpirun the
+// call is split over the ranks (mfilter_ranks.hpp, halfscope/mpi/mfilter.hpp) and rank 0 writes
+// the same files as one process.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/seismic_input.hpp"
 #include "halfscope/mfilter.hpp"
+#include "mfilter_ranks.hpp"
 
 namespace halfscope::cli {
 
@@ -38,7 +41,8 @@ struct MfCliOptions {
   std::string template_times, template_data;
   std::int64_t template_length = 0;
   bool check = false;
-  std::vector<int> devices;  // --devices 0,1,2,3: templates spread over these CUDA devices
+  std::vector<int> devices;     // --devices 0,1,2,3: templates spread over these CUDA devices
+  std::int64_t time_parts = 0;  // under mpirun: correlation-time parts (0: automatic)
 };
 
 // A (T, C) network array from a .npy file, checked against the templates' shape.
@@ -68,7 +72,8 @@ Array read_network_array(const std::string& path, const char* what, std::int64_t
   return a.astype(DType::i64);
 }
 
-void report_gaps(const io::SeismicData& d) {
+void report_gaps(const Globals& g, const io::SeismicData& d) {
+  if (g.rank != 0) return;  // every rank reads the inputs; one reports
   for (const io::Gap& gap : d.gaps) {
     const bool overlap = gap.missing_samples < 0;
     warn(d.source + ": " + gap.id + (overlap ? ": overlap " : ": gap ") +
@@ -94,26 +99,7 @@ std::string detections_csv(const std::vector<Detection>& found, const io::Seismi
   return out.str();
 }
 
-// max |a - b| over the finite differences, and how many differences are not finite (a NaN or
-// inf in either array). `!(d <= m)` keeps the comparison NaN-safe; std::max(m, NaN) would drop it.
-struct Difference {
-  double max_abs = 0;
-  std::int64_t nonfinite = 0;
-};
-Difference max_abs_difference(const Array& a, const Array& b) {
-  const Array x = a.to(Memory::host).astype(DType::f64), y = b.to(Memory::host).astype(DType::f64);
-  Difference r;
-  for (std::int64_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x.data_as<double>()[i] - y.data_as<double>()[i]);
-    if (!std::isfinite(d))
-      ++r.nonfinite;
-    else if (!(d <= r.max_abs))
-      r.max_abs = d;
-  }
-  return r;
-}
-
-void check_usage(const MfCliOptions& c) {
+void check_usage(const Globals& g, const MfCliOptions& c) {
   const std::size_t want = c.template_times.empty() ? 2 : 1;
   if (c.inputs.size() != want)
     throw InvalidInput(
@@ -136,10 +122,28 @@ void check_usage(const MfCliOptions& c) {
   if (c.min_separation < 0)
     throw InvalidInput("mfilter: --min-separation " + std::to_string(c.min_separation) +
                        ": expected >= 0 samples");
+  if (c.time_parts < 0 || c.time_parts > g.ranks)
+    throw InvalidInput("mfilter: --time-parts " + std::to_string(c.time_parts) + ": expected 0 " +
+                       "(automatic) to the " + std::to_string(g.ranks) +
+                       " MPI rank(s) of this job (mpirun -np N halfscope mfilter ...)");
+  if (g.ranks > 1 && !c.devices.empty())
+    throw InvalidInput("mfilter: --devices with " + std::to_string(g.ranks) +
+                       " MPI ranks: expected no --devices (each rank uses one GPU: its rank "
+                       "among the ranks of its host, modulo the host's devices)");
 }
 
-void run_mfilter(const Globals& g, const MfCliOptions& c) {
-  check_usage(c);
+// A checked call with its inputs read (on every rank of an MPI job).
+struct MfJob {
+  MfOptions options;
+  DetectOptions detect;
+  io::SeismicData data;
+  io::SeismicTemplates t;
+  MfNetwork network;
+  std::string history;  // of the correlation output
+};
+
+MfJob load_job(const Globals& g, const MfCliOptions& c) {
+  check_usage(g, c);
   // Outputs first, so a bad path fails before any work.
   if (!c.output.empty()) {
     // The CC is an array without sample rate or start time: waveform formats cannot hold it.
@@ -165,8 +169,8 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
   det.min_separation = c.min_separation;
 
   const std::string& data_spec = c.inputs.back();
-  const io::SeismicData data = io::read_seismic_data(data_spec);
-  report_gaps(data);
+  io::SeismicData data = io::read_seismic_data(data_spec);
+  report_gaps(g, data);
   io::SeismicTemplates t;
   if (c.template_times.empty()) {
     t = io::read_template_array(c.inputs.front());
@@ -174,7 +178,7 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
     t = io::cut_templates(data, c.template_times, c.template_length);
   } else {
     const io::SeismicData src = io::read_seismic_data(c.template_data);
-    report_gaps(src);
+    report_gaps(g, src);
     if (src.channel_ids != data.channel_ids)
       throw InvalidInput("--template-data " + c.template_data + ": " +
                          std::to_string(src.channel_ids.size()) + " channels (" +
@@ -204,59 +208,25 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
               std::to_string(mf_correlation_count(L, K, c.step)) + " correlation times; method " +
               std::string(mf_method_name(method)) + ", precision " +
               std::string(precision_name(precision)));
+  MfJob job{o, det, std::move(data), std::move(t), std::move(net), ""};
+  job.history = "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
+                " " + std::string(precision_name(precision)) + " " + c.normalize;
+  return job;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  Array cc;
-  std::vector<Detection> found;
-  // Inputs are checked where they are read (a NaN sample is refused by read_seismic_data with
-  // the file's name), so the library's own argument errors are not re-labelled here.
-  if (!c.output.empty() || c.check) cc = matched_filter(t.templates, data.data, o, net);
-  if (c.detect) {
-    if (!cc.empty()) {
-      found = detect_peaks(cc, det, c.step);
-      mf_count_channels_used(found, t.templates, data.data, o, net);
-    } else {
-      found = matched_filter_detect(t.templates, data.data, o, net, det);
-    }
-  }
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  detail(g, "mfilter: done in " + std::to_string(ms) + " ms (with transfers)");
-
-  if (c.check) {
-    MfOptions ref = o;
-    ref.precision = Precision::Double;
-    ref.method = MfMethod::Direct;
-    ref.device = DeviceKind::Cpu;
-    const Array r = matched_filter(t.templates, data.data, ref, net);
-    const Difference d = max_abs_difference(r, cc);
-    // To standard error: standard output may carry the detections CSV.
-    char line[200];
-    if (d.nonfinite > 0)
-      std::snprintf(line, sizeof line,
-                    "check against FP64 (CPU direct): max |CC - CC_fp64| inf (%lld non-finite; "
-                    "largest finite %.3e)",
-                    static_cast<long long>(d.nonfinite), d.max_abs);
-    else
-      std::snprintf(line, sizeof line, "check against FP64 (CPU direct): max |CC - CC_fp64| %.3e",
-                    d.max_abs);
-    std::cerr << line << "\n";
-  }
-  // Both outputs or neither: the detections CSV is written to its temporary file first and
-  // renamed only once the correlation file is in place (write_array is atomic itself).
+// Both outputs or neither: the detections CSV is written to its temporary file first and
+// renamed only once the correlation file is in place (write_array is atomic itself).
+void write_outputs(const Globals& g, const MfCliOptions& c, const MfJob& job, const MfRun& run) {
   std::unique_ptr<io::AtomicOutput> detections_out;
   std::string csv;
   if (c.detect) {
-    csv = detections_csv(found, t, data);
+    csv = detections_csv(run.found, job.t, job.data);
     if (!c.detections.empty()) {
       detections_out = std::make_unique<io::AtomicOutput>(c.detections);
       detections_out->write(csv);
     }
   }
-  if (!c.output.empty())
-    write_array(g, c.output, cc,
-                "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
-                    " " + std::string(precision_name(precision)) + " " + c.normalize);
+  if (!c.output.empty()) write_array(g, c.output, run.cc, job.history);
   if (c.detect) {
     if (detections_out) {
       detections_out->commit();
@@ -264,9 +234,68 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
     } else {
       std::cout << csv;
     }
-    info(g, "mfilter: " + std::to_string(found.size()) + " detection" +
-                (found.size() == 1 ? "" : "s"));
+    info(g, "mfilter: " + std::to_string(run.found.size()) + " detection" +
+                (run.found.size() == 1 ? "" : "s"));
   }
+}
+
+// One process: the library calls of halfscope/mfilter.hpp.
+MfRun run_one_process(const MfCliOptions& c, const MfJob& job) {
+  MfRun run;
+  const Array& templates = job.t.templates;
+  const Array& data = job.data.data;
+  // Inputs are checked where they are read (a NaN sample is refused by read_seismic_data with
+  // the file's name), so the library's own argument errors are not re-labelled here.
+  if (!c.output.empty() || c.check)
+    run.cc = matched_filter(templates, data, job.options, job.network);
+  if (c.detect) {
+    if (!run.cc.empty()) {
+      run.found = detect_peaks(run.cc, job.detect, c.step);
+      mf_count_channels_used(run.found, templates, data, job.options, job.network);
+    } else {
+      run.found = matched_filter_detect(templates, data, job.options, job.network, job.detect);
+    }
+  }
+  if (c.check) {
+    MfOptions ref = job.options;
+    ref.precision = Precision::Double;
+    ref.method = MfMethod::Direct;
+    ref.device = DeviceKind::Cpu;
+    run.check = max_abs_difference(matched_filter(templates, data, ref, job.network), run.cc);
+  }
+  return run;
+}
+
+void run_mfilter(const Globals& g, const MfCliOptions& c) {
+  // With several MPI ranks every rank reads and checks the inputs, and each step that can fail
+  // ends alike on every rank (an error is printed once, by rank 0, with its exit status).
+  MfJob job;
+  on_every_rank(g, [&] { job = load_job(g, c); });
+  const auto t0 = std::chrono::steady_clock::now();
+  const MfRun run = g.ranks > 1 ? mfilter_over_ranks(g, job.t.templates, job.data.data, job.options,
+                                                     job.network, c.detect ? &job.detect : nullptr,
+                                                     !c.output.empty(), c.check, c.time_parts)
+                                : run_one_process(c, job);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  detail(g, "mfilter: done in " + std::to_string(ms) + " ms (with transfers)");
+  if (c.check && g.rank == 0) {
+    // To standard error: standard output may carry the detections CSV.
+    char line[200];
+    if (run.check.nonfinite > 0)
+      std::snprintf(line, sizeof line,
+                    "check against FP64 (CPU direct): max |CC - CC_fp64| inf (%lld non-finite; "
+                    "largest finite %.3e)",
+                    static_cast<long long>(run.check.nonfinite), run.check.max_abs);
+    else
+      std::snprintf(line, sizeof line, "check against FP64 (CPU direct): max |CC - CC_fp64| %.3e",
+                    run.check.max_abs);
+    std::cerr << line << "\n";
+  }
+  // Rank 0 writes (the result was gathered there); a failure to write is every rank's.
+  on_every_rank(g, [&] {
+    if (g.rank == 0) write_outputs(g, c, job, run);
+  });
 }
 
 }  // namespace
@@ -296,6 +325,10 @@ void register_mfilter(CLI::App& app, Globals& g) {
   cmd->add_option("--devices", c->devices,
                   "CUDA devices to spread the templates over, comma-separated (e.g. 0,1,2,3)")
       ->delimiter(',');
+  cmd->add_option("--time-parts", c->time_parts,
+                  "under mpirun: split correlation time into this many parts per template group "
+                  "(0: only when the 16-template groups are fewer than the ranks)")
+      ->capture_default_str();
   cmd->add_flag("--per-channel", c->per_channel, "write per-channel CC (T,C,n), not the stack");
   cmd->add_flag("--detect", c->detect, "detect events on the stack");
   cmd->add_option("--threshold", c->threshold, "detection threshold (abs value or MAD factor)")

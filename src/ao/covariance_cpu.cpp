@@ -120,7 +120,8 @@ void mirror_lower(const CovarianceTarget& target) {
     const linalg::TileLayout& layout = *target.tiles;
 #pragma omp parallel for schedule(dynamic)
     for (std::int64_t t = 0; t < layout.tile_rows(); ++t) {
-      T* tile = out + layout.tile_offset(t, t);
+      T* tile = target_tile<T>(target, t, t);
+      if (tile == nullptr) continue;  // not generated here (a selection)
       const std::int64_t h = layout.tile_height(t);
       for (std::int64_t c = 1; c < h; ++c)
         for (std::int64_t r = 0; r < c; ++r) tile[c * h + r] = tile[r * h + c];
@@ -152,6 +153,7 @@ bool fill_target(const CovarianceTarget& target, bool symmetric, const Value& va
   const std::int64_t tile_cols = (target.cols + nb - 1) / nb;
   const std::int64_t tiles = symmetric ? tile_rows * (tile_rows + 1) / 2 : tile_rows * tile_cols;
   const std::int64_t chunks = (nb + kDenseBlock - 1) / kDenseBlock;  // row chunks per tile
+  const std::int64_t row_end = target_row_end(target);
   bool finite = true;
 #pragma omp parallel for schedule(dynamic) reduction(&& : finite)
   for (std::int64_t unit = 0; unit < tiles * chunks; ++unit) {
@@ -159,9 +161,13 @@ bool fill_target(const CovarianceTarget& target, bool symmetric, const Value& va
     const std::int64_t h = std::min(nb, target.rows - ti * nb);
     const std::int64_t w = std::min(nb, target.cols - tj * nb);
     const std::int64_t r0 = (unit % chunks) * kDenseBlock, r1 = std::min(h, r0 + kDenseBlock);
-    T* tile = layout != nullptr ? out + layout->tile_offset(ti, tj) : nullptr;
+    if (layout == nullptr && (ti * nb + r1 <= target.row_begin || ti * nb + r0 >= row_end))
+      continue;  // a dense block outside the row range
+    T* tile = layout != nullptr ? target_tile<T>(target, ti, tj) : nullptr;
+    if (layout != nullptr && tile == nullptr) continue;  // a tile the selection leaves out
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t i = ti * nb + r;
+      if (layout == nullptr && (i < target.row_begin || i >= row_end)) continue;
       const std::int64_t c_end = symmetric && ti == tj ? r + 1 : w;
       for (std::int64_t c = 0; c < c_end; ++c) {
         if (skip(i, tj * nb + c)) continue;  // written by the edge-point tables
@@ -170,7 +176,7 @@ bool fill_target(const CovarianceTarget& target, bool symmetric, const Value& va
         if (tile != nullptr)
           tile[c * h + r] = static_cast<T>(v);  // column-major tile, leading dimension h
         else
-          out[i * target.cols + tj * nb + c] = static_cast<T>(v);
+          out[(i - target.row_begin) * target.cols + tj * nb + c] = static_cast<T>(v);
       }
     }
   }

@@ -92,26 +92,44 @@ bool covariance_block_points(const CovariancePlan& plan, const CovarianceTarget&
   const PlanSensor& sb = plan.sensors[static_cast<std::size_t>(b)];
   const auto layers = static_cast<std::int64_t>(plan.layers.size());
   const std::int64_t na = sa.subapertures, nb = sb.subapertures;
-  const EdgePoints pb = edge_points(plan, b, 0, nb);
   const double factor = kSlopeUnit2 / (sa.pitch_m * sb.pitch_m);
+  // Work units: chunks of a's subapertures by chunks of b's. The b side is cut only for a target
+  // that keeps some tiles (an MPI rank's, 2D block-cyclic), so that a unit without an owned tile
+  // is skipped; a whole matrix keeps b whole (fewer repeated edge points). An element's value does
+  // not depend on the cut: the same points, the same table values, the same sums over layers.
   const std::int64_t chunks = (na + kChunk - 1) / kChunk;
+  const std::int64_t b_chunk = target.tile_data != nullptr ? kChunk : nb;
+  const std::int64_t b_chunks = (nb + b_chunk - 1) / b_chunk;
   bool finite = true;
 #pragma omp parallel for schedule(dynamic) reduction(&& : finite)
-  for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const std::int64_t p0 = chunk * kChunk, p1 = std::min(na, p0 + kChunk), m = p1 - p0;
+  for (std::int64_t unit = 0; unit < chunks * b_chunks; ++unit) {
+    const std::int64_t p0 = (unit / b_chunks) * kChunk, p1 = std::min(na, p0 + kChunk);
+    const std::int64_t q0 = (unit % b_chunks) * b_chunk, q1 = std::min(nb, q0 + b_chunk);
+    const std::int64_t m = p1 - p0, mb = q1 - q0;
+    // Rows of a's x and y slopes by columns of b's: the four quadrants xx, xy, yx, yy of the unit,
+    // each computed from its own table only when the target keeps one of its elements (another
+    // rank's tiles or rows are skipped).
+    const std::int64_t ix0 = sa.slope_offset + p0, iy0 = ix0 + na;
+    const std::int64_t jx0 = sb.slope_offset + q0, jy0 = jx0 + nb;
+    const bool want_xx = target_wants(target, ix0, ix0 + m, jx0, jx0 + mb);
+    const bool want_xy = target_wants(target, ix0, ix0 + m, jy0, jy0 + mb);
+    const bool want_yx = target_wants(target, iy0, iy0 + m, jx0, jx0 + mb);
+    const bool want_yy = target_wants(target, iy0, iy0 + m, jy0, jy0 + mb);
+    if (!want_xx && !want_xy && !want_yx && !want_yy) continue;
     const EdgePoints pa = edge_points(plan, a, p0, p1);
+    const EdgePoints pb = edge_points(plan, b, q0, q1);
     // Accumulators: rows (x of p, y of p), columns (x of q, y of q), layer sums.
-    std::vector<double> xx(static_cast<std::size_t>(m * nb)), yy(xx.size()), xy(xx.size()),
+    std::vector<double> xx(static_cast<std::size_t>(m * mb)), yy(xx.size()), xy(xx.size()),
         yx(xx.size());
     std::vector<double> t_xx, t_yy, t_xy, t_yx;
     for (std::int64_t l = 0; l < layers; ++l) {
       const PlanSensorLayer& ga = plan.sensor_layer[static_cast<std::size_t>(a * layers + l)];
       const PlanSensorLayer& gb = plan.sensor_layer[static_cast<std::size_t>(b * layers + l)];
       if (!(ga.size > 0.0) || !(gb.size > 0.0)) continue;  // a layer above an LGS: no term
-      point_table(t_xx, pa.xe_x, pa.xe_y, ga, pb.xe_x, pb.xe_y, gb, l, d);
-      point_table(t_yy, pa.ye_x, pa.ye_y, ga, pb.ye_x, pb.ye_y, gb, l, d);
-      point_table(t_xy, pa.xe_x, pa.xe_y, ga, pb.ye_x, pb.ye_y, gb, l, d);
-      point_table(t_yx, pa.ye_x, pa.ye_y, ga, pb.xe_x, pb.xe_y, gb, l, d);
+      if (want_xx) point_table(t_xx, pa.xe_x, pa.xe_y, ga, pb.xe_x, pb.xe_y, gb, l, d);
+      if (want_yy) point_table(t_yy, pa.ye_x, pa.ye_y, ga, pb.ye_x, pb.ye_y, gb, l, d);
+      if (want_xy) point_table(t_xy, pa.xe_x, pa.xe_y, ga, pb.ye_x, pb.ye_y, gb, l, d);
+      if (want_yx) point_table(t_yx, pa.ye_x, pa.ye_y, ga, pb.xe_x, pb.xe_y, gb, l, d);
       const auto kx = static_cast<std::int64_t>(pb.xe_x.size());
       const auto ky = static_cast<std::int64_t>(pb.ye_x.size());
       const double w = 0.5 * plan.layers[static_cast<std::size_t>(l)].cn2;
@@ -121,51 +139,79 @@ bool covariance_block_points(const CovariancePlan& plan, const CovarianceTarget&
         const std::int64_t T = pa.top[up] * ky, B = pa.bottom[up] * ky;
         const std::int64_t Rxy = pa.right[up] * ky, Lxy = pa.left[up] * ky;
         const std::int64_t Tyx = pa.top[up] * kx, Byx = pa.bottom[up] * kx;
-        for (std::int64_t q = 0; q < nb; ++q) {
+        for (std::int64_t q = 0; q < mb; ++q) {
           const auto uq = static_cast<std::size_t>(q);
           const std::int64_t lq = pb.left[uq], rq = pb.right[uq], bq = pb.bottom[uq],
                              tq = pb.top[uq];
-          const auto at = static_cast<std::size_t>(p * nb + q);
+          const auto at = static_cast<std::size_t>(p * mb + q);
           const auto T_ = [](const std::vector<double>& t, std::int64_t k) {
             return t[static_cast<std::size_t>(k)];
           };
           // [D(a - d) + D(b - c) - D(a - c) - D(b - d)] / 2 with (a, b) = ends of the row slope
           // (right / top first) and (c, d) = ends of the column slope.
-          xx[at] +=
-              w * ((T_(t_xx, R + lq) + T_(t_xx, L + rq)) - (T_(t_xx, R + rq) + T_(t_xx, L + lq)));
-          yy[at] +=
-              w * ((T_(t_yy, T + bq) + T_(t_yy, B + tq)) - (T_(t_yy, T + tq) + T_(t_yy, B + bq)));
-          xy[at] += w * ((T_(t_xy, Rxy + bq) + T_(t_xy, Lxy + tq)) -
-                         (T_(t_xy, Rxy + tq) + T_(t_xy, Lxy + bq)));
-          yx[at] += w * ((T_(t_yx, Tyx + lq) + T_(t_yx, Byx + rq)) -
-                         (T_(t_yx, Tyx + rq) + T_(t_yx, Byx + lq)));
+          if (want_xx)
+            xx[at] +=
+                w * ((T_(t_xx, R + lq) + T_(t_xx, L + rq)) - (T_(t_xx, R + rq) + T_(t_xx, L + lq)));
+          if (want_yy)
+            yy[at] +=
+                w * ((T_(t_yy, T + bq) + T_(t_yy, B + tq)) - (T_(t_yy, T + tq) + T_(t_yy, B + bq)));
+          if (want_xy)
+            xy[at] += w * ((T_(t_xy, Rxy + bq) + T_(t_xy, Lxy + tq)) -
+                           (T_(t_xy, Rxy + tq) + T_(t_xy, Lxy + bq)));
+          if (want_yx)
+            yx[at] += w * ((T_(t_yx, Tyx + lq) + T_(t_yx, Byx + rq)) -
+                           (T_(t_yx, Tyx + rq) + T_(t_yx, Byx + lq)));
         }
       }
     }
     for (std::int64_t p = 0; p < m; ++p)
-      for (std::int64_t q = 0; q < nb; ++q) {
-        const auto at = static_cast<std::size_t>(p * nb + q);
-        const std::int64_t ix = sa.slope_offset + p0 + p, iy = ix + na;
-        const std::int64_t jx = sb.slope_offset + q, jy = jx + nb;
+      for (std::int64_t q = 0; q < mb; ++q) {
+        const auto at = static_cast<std::size_t>(p * mb + q);
+        const std::int64_t ix = ix0 + p, iy = iy0 + p, jx = jx0 + q, jy = jy0 + q;
         const double v[4] = {xx[at] * factor, xy[at] * factor, yx[at] * factor, yy[at] * factor};
         finite = finite && std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]) &&
                  std::isfinite(v[3]);
-        store_element(target, ix, jx, v[0]);
-        store_element(target, ix, jy, v[1]);
-        store_element(target, iy, jx, v[2]);
-        store_element(target, iy, jy, v[3]);
+        if (want_xx) store_element(target, ix, jx, v[0]);
+        if (want_xy) store_element(target, ix, jy, v[1]);
+        if (want_yx) store_element(target, iy, jx, v[2]);
+        if (want_yy) store_element(target, iy, jy, v[3]);
       }
   }
   return finite;
 }
 
 void store_element(const CovarianceTarget& target, std::int64_t i, std::int64_t j, double v) {
-  const std::int64_t at =
-      target.tiles != nullptr ? target.tiles->element_offset(i, j) : i * target.cols + j;
+  void* base = target.data;
+  std::int64_t at = 0;
+  if (target.tiles == nullptr) {
+    if (i < target.row_begin || i >= target_row_end(target)) return;
+    at = (i - target.row_begin) * target.cols + j;
+  } else if (target.tile_data == nullptr) {
+    at = target.tiles->element_offset(i, j);
+  } else {
+    const std::int64_t nb = target.tiles->tile_size(), ti = i / nb, tj = j / nb;
+    base = target.tile_data[ti * target.tiles->tile_cols() + tj];
+    if (base == nullptr) return;
+    at = (j - tj * nb) * target.tiles->tile_height(ti) + (i - ti * nb);
+  }
   if (target.dtype == DType::f64)
-    static_cast<double*>(target.data)[at] = v;
+    static_cast<double*>(base)[at] = v;
   else
-    static_cast<float*>(target.data)[at] = static_cast<float>(v);
+    static_cast<float*>(base)[at] = static_cast<float>(v);
+}
+
+bool target_wants(const CovarianceTarget& target, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+                  std::int64_t j1) {
+  if (i1 <= i0 || j1 <= j0) return false;
+  if (target.tiles == nullptr) return i0 < target_row_end(target) && i1 > target.row_begin;
+  if (target.tile_data == nullptr) return true;
+  const linalg::TileLayout& layout = *target.tiles;
+  const std::int64_t nb = layout.tile_size();
+  for (std::int64_t ti = i0 / nb; ti <= (i1 - 1) / nb; ++ti)
+    for (std::int64_t tj = j0 / nb; tj <= (j1 - 1) / nb; ++tj)
+      if (layout.stored(ti, tj) && target.tile_data[ti * layout.tile_cols() + tj] != nullptr)
+        return true;
+  return false;
 }
 
 }  // namespace halfscope::ao::detail

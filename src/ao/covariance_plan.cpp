@@ -127,7 +127,20 @@ void check_covariance_target(const CovariancePlan& plan, const CovarianceTarget&
   if (target.rows != rows || target.cols != cols)
     throw InvalidInput(where + "must be " + shape(rows, cols) + " (the system's slopes), found " +
                        shape(target.rows, target.cols));
-  if (target.data == nullptr && rows * cols > 0)
+  const bool row_range = target.row_begin != 0 || target.row_end >= 0;
+  if (row_range && (target.tiles != nullptr || target.kind != CovarianceKind::ctm))
+    throw InvalidInput(where + "row range [" + std::to_string(target.row_begin) + ", " +
+                       std::to_string(target.row_end) +
+                       ") expected only for a dense ctm target, found a " +
+                       (target.tiles != nullptr ? "tiled" : "dense") + " " + kind + " one");
+  const std::int64_t row_end = target.row_end < 0 ? rows : target.row_end;
+  if (target.row_begin < 0 || target.row_begin > row_end || row_end > rows)
+    throw InvalidInput(where + "row range must lie in [0, " + std::to_string(rows) + "], found [" +
+                       std::to_string(target.row_begin) + ", " + std::to_string(row_end) + ")");
+  if (target.tile_data != nullptr && target.tiles == nullptr)
+    throw InvalidInput(where + "tile pointers (tile_data) expected with a tile layout, found none");
+  if (target.data == nullptr && target.tile_data == nullptr &&
+      (row_end - target.row_begin) * cols > 0)
     throw InvalidInput(where + "data must not be null");
   if (target.tiles == nullptr) return;
   const linalg::TileLayout& t = *target.tiles;

@@ -101,6 +101,14 @@ struct CovarianceTarget {
   void* data = nullptr;
   std::int64_t rows = 0, cols = 0;
   const linalg::TileLayout* tiles = nullptr;
+  // A part of the matrix only: the MPI layer generates the tiles / rows its rank owns, never the
+  // whole matrix (issue 9). Honoured by the CPU backend; the GPU backend is never handed one.
+  // With `tiles`: tile (ti, tj) is written at tile_data[ti * tiles->tile_cols() + tj] (column-
+  // major, leading dimension its height) and not generated where that is null; `data` is unused.
+  void* const* tile_data = nullptr;
+  // Without `tiles`, for Ctm only (the symmetric kinds mirror whole matrices): rows [row_begin,
+  // row_end) only, written to `data` from its first row on (row stride cols). row_end < 0: all.
+  std::int64_t row_begin = 0, row_end = -1;
 };
 
 /// Slopes on one side of a plan's matrices: the truth sensor's (truth_side) or all the measuring
@@ -110,7 +118,8 @@ struct CovarianceTarget {
 /// Checks that `target` fits the plan before a backend writes into it: dtype float32 / float64,
 /// rows x cols those of the plan for its kind, data non-null, a tile layout of the same rows x
 /// cols whose fill is lower for the symmetric kinds (Cmm, Ctt: only the lower tiles are written)
-/// and full for Ctm. Throws InvalidInput naming `who` (the backend), what was expected and found.
+/// and full for Ctm, tile_data only with a layout, a row range only for a dense Ctm. Throws
+/// InvalidInput naming `who` (the backend), what was expected and found.
 void check_covariance_target(const CovariancePlan& plan, const CovarianceTarget& target,
                              const char* who);
 

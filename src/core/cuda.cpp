@@ -54,8 +54,14 @@ void throw_library_error(const char* library, int code, const char* expr, const 
                   std::to_string(code) + ")" + text + where(expr, file, line));
 }
 
-Stream::Stream() {
-  HS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+Stream::Stream(StreamPriority priority) {
+  if (priority == StreamPriority::normal) {
+    HS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return;
+  }
+  int least = 0, greatest = 0;
+  HS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  HS_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
 }
 
 Stream::~Stream() {

@@ -73,12 +73,14 @@ bool promote_region(std::vector<GemmVariant>& variants, std::int64_t nt, std::in
   return true;
 }
 
+}  // namespace
+
 // Promotes, in one retry, what the failure says cannot work at any lower level: every GEMM reading
 // operand tile L(oi, ok) in FP16 goes to SP (the tiles (oi, j), ok < j < oi, read it as A; the
 // tiles (i, oi), i > oi, as B), since HP3 -> HP2 -> HP1 all keep FP16 operands; a C entry that
 // does not fit FP16 moves its tile straight to HP1 (C in FP32). Other failures: promote_region.
-bool promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt,
-                     const detail::FailedTile& f, std::string& change) {
+bool detail::promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt,
+                             const detail::FailedTile& f, std::string& change) {
   const auto half = [](GemmVariant v) {
     return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
   };
@@ -106,8 +108,6 @@ bool promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt,
   for (const auto& [m, count] : moves) change += " " + m + " x" + std::to_string(count);
   return true;
 }
-
-}  // namespace
 
 CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   if (a.layout.fill() != TileFill::lower)
@@ -173,7 +173,7 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
       // POTRF failures come from (k, k), GEMM overflows from the updated tile (i > j); when the
       // region has nothing left to promote the failure is the matrix's, not the precision's.
       std::string change;
-      if (failed.i < failed.j || !promote_failure(variants, nt, failed, change)) throw;
+      if (failed.i < failed.j || !detail::promote_failure(variants, nt, failed, change)) throw;
       report.recoveries.push_back("attempt " + std::to_string(report.attempts) + " failed (" +
                                   e.what() + "); " + change);
       ++report.attempts;

@@ -28,12 +28,6 @@
 #endif
 
 namespace halfscope::linalg::detail {
-namespace {
-
-bool operand_format_is_half(GemmVariant v) {
-  return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
-}
-
 // Lower Cholesky of an n x n column-major FP32 tile; returns LAPACK's info (0, or the order of
 // the first leading minor that is not positive definite).
 std::int64_t potrf_lower(std::int64_t n, float* a, std::int64_t lda) {
@@ -91,6 +85,12 @@ bool exceeds_half(const float* t, std::int64_t rows, std::int64_t cols) {
   for (std::int64_t e = 0; e < rows * cols; ++e)
     if (!std::isfinite(static_cast<float>(Half(t[e])))) return true;
   return false;
+}
+
+namespace {
+
+bool operand_format_is_half(GemmVariant v) {
+  return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
 }
 
 // First exception thrown by any task; the others see `failed` and skip their work.

@@ -24,6 +24,26 @@ struct FailedTile {
   std::int64_t ok = -1;
 };
 
+/// The FP32 tile kernels of the factorization (LAPACKE / CBLAS where present, loops otherwise),
+/// shared with the MPI Cholesky so that both compute the same bits. Column-major tiles.
+/// Lower Cholesky of an n x n tile; LAPACK's info (0, or the order of the first leading minor
+/// that is not positive definite).
+std::int64_t potrf_lower(std::int64_t n, float* a, std::int64_t lda);
+/// B (m x n) := B L^-T with L the n x n lower factor of a diagonal tile.
+void trsm_right_lower_trans(std::int64_t m, std::int64_t n, const float* l, std::int64_t ldl,
+                            float* b, std::int64_t ldb);
+/// Lower triangle of C (n x n) -= A A^T, A n x k.
+void syrk_lower(std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, float* c,
+                std::int64_t ldc);
+/// Whether a contiguous rows x cols tile holds an entry FP16 cannot hold (rounds to +-Inf).
+bool exceeds_half(const float* t, std::int64_t rows, std::int64_t cols);
+
+/// The retry rule of CholeskyOptions::recover (cholesky.cpp): promotes in `variants` (indexed
+/// i * NT + j) the tiles the failure `f` says cannot work at their precision and describes the
+/// change in `change`; false when nothing could be promoted. Shared with the MPI Cholesky.
+bool promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt, const FailedTile& f,
+                     std::string& change);
+
 /// Factors the lower float32 host tile matrix in place, the GEMMs updating tile (i, j) in
 /// variants[i * NT + j]. Throws NotPositiveDefinite (naming the tile, the global pivot and
 /// `policy_name`) or the GEMM's NumericalError, after storing the failing tile in `*failed`;

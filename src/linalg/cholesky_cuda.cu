@@ -113,7 +113,8 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   fc.nt = a.layout.tile_rows(), fc.nb = a.layout.tile_size();
   fc.base = a.storage.data_as<float>();
   const std::int64_t nt = fc.nt, nb = fc.nb, n = a.layout.rows();
-  cuda::Stream panel_stream, update_stream;
+  // The panel stream is the critical path: its kernels go first when both streams have work.
+  cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get();
   cuda::CusolverHandle solver(p);
   cuda::CublasHandle panel_blas, update_blas;

@@ -87,7 +87,7 @@ std::int64_t column_elements(const TileLayout& l, std::int64_t j) {
 void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants, int home,
             std::int64_t parts, std::int64_t index) {
   HS_CUDA_CHECK(cudaSetDevice(part.device));
-  part.p = std::make_unique<cuda::Stream>();
+  part.p = std::make_unique<cuda::Stream>(cuda::StreamPriority::high);
   part.u = std::make_unique<cuda::Stream>();
   const cudaStream_t p = part.p->get();
   part.solver = std::make_unique<cuda::CusolverHandle>(p);
@@ -256,6 +256,7 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
         HS_CUDA_CHECK(err);
     }
   const auto g = static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), nt));
+  if (home >= g) home = -1;  // the caller's device got no columns: copy the factor back to it
   std::vector<std::unique_ptr<Part>> parts;
   for (std::int64_t i = 0; i < g; ++i) {
     parts.push_back(std::make_unique<Part>());

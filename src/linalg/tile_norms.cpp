@@ -20,11 +20,8 @@ namespace {
 
 // Frobenius norm of stored host tile (i, j), FP64 sums.
 double host_tile_norm(const TileMatrix& a, std::int64_t i, std::int64_t j) {
-  const float* t = a.storage.data_as<float>() + a.layout.tile_offset(i, j);
-  const std::int64_t count = a.layout.tile_height(i) * a.layout.tile_width(j);
-  double sum = 0.0;
-  for (std::int64_t x = 0; x < count; ++x) sum += static_cast<double>(t[x]) * t[x];
-  return std::sqrt(sum);
+  return frobenius_norm(a.storage.data_as<float>() + a.layout.tile_offset(i, j),
+                        a.layout.tile_height(i) * a.layout.tile_width(j));
 }
 
 // Norms of the listed device tiles (i, j), in order: one kernel and one readback.
@@ -48,6 +45,12 @@ std::vector<double> device_norms(const TileMatrix& a,
 }
 
 }  // namespace
+
+double frobenius_norm(const float* values, std::int64_t count) {
+  double sum = 0.0;
+  for (std::int64_t x = 0; x < count; ++x) sum += static_cast<double>(values[x]) * values[x];
+  return std::sqrt(sum);
+}
 
 std::vector<double> tile_norms(const TileMatrix& a) {
   if (a.dtype() != DType::f32)
@@ -117,13 +120,17 @@ std::int64_t first_non_finite_diagonal(const TileMatrix& a) {
 }
 
 double matrix_norm(const TileMatrix& a, const std::vector<double>& norms) {
-  const std::int64_t nt = a.layout.tile_rows(), ntc = a.layout.tile_cols();
-  const bool lower = a.layout.fill() == TileFill::lower;
+  return matrix_norm(a.layout, norms);
+}
+
+double matrix_norm(const TileLayout& layout, const std::vector<double>& norms) {
+  const std::int64_t nt = layout.tile_rows(), ntc = layout.tile_cols();
+  const bool lower = layout.fill() == TileFill::lower;
   double total = 0.0;
   // Column by column, top to bottom: the order the CPU factorization always summed in.
   for (std::int64_t j = 0; j < ntc; ++j)
     for (std::int64_t i = 0; i < nt; ++i) {
-      if (!a.layout.stored(i, j)) continue;
+      if (!layout.stored(i, j)) continue;
       const double n = norms[static_cast<std::size_t>(i * ntc + j)];
       total += (lower && i != j ? 2.0 : 1.0) * n * n;
     }
@@ -132,8 +139,13 @@ double matrix_norm(const TileMatrix& a, const std::vector<double>& norms) {
 
 std::vector<GemmVariant> choose_variants(const TileMatrix& a, const std::vector<double>& norms,
                                          const Policy& policy) {
-  const std::int64_t nt = a.layout.tile_rows();
-  const double total = matrix_norm(a, norms);
+  return choose_variants(a.layout, norms, policy);
+}
+
+std::vector<GemmVariant> choose_variants(const TileLayout& layout, const std::vector<double>& norms,
+                                         const Policy& policy) {
+  const std::int64_t nt = layout.tile_rows();
+  const double total = matrix_norm(layout, norms);
   std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::SP);
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i)

@@ -41,6 +41,24 @@ std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t 
   return ranges;
 }
 
+// The tensor kernel's moveout_spread_kernel over the whole call: it shortens its tiles of
+// correlation times by this, which moves where each block stages and scales its data.
+std::int64_t tile_moveout_spread(const Prepared& p) {
+  const std::int64_t T = p.dims.templates, C = p.dims.channels;
+  if (p.moveouts.empty()) return 0;
+  std::int64_t spread = 0;
+  for (std::int64_t t0 = 0; t0 < T; t0 += kGroupGranule)
+    for (std::int64_t c = 0; c < C; ++c) {
+      std::int64_t lo = p.moveouts[static_cast<std::size_t>(t0 * C + c)], hi = lo;
+      for (std::int64_t t = t0 + 1; t < std::min(T, t0 + kGroupGranule); ++t) {
+        lo = std::min(lo, p.moveouts[static_cast<std::size_t>(t * C + c)]);
+        hi = std::max(hi, p.moveouts[static_cast<std::size_t>(t * C + c)]);
+      }
+      spread = std::max(spread, hi - lo);
+    }
+  return spread;
+}
+
 void validate_devices(const std::vector<int>& devices, const Prepared& p) {
   if (devices.empty()) return;
   if (!p.on_gpu)
@@ -73,26 +91,6 @@ void validate_devices(const std::vector<int>& devices, const Prepared& p) {
 #if HALFSCOPE_WITH_CUDA
 
 namespace {
-
-// The largest moveout spread within a tile of 16 templates, over channels and tiles (the
-// tensor kernel's moveout_spread_kernel over the whole call). The kernel shortens its tiles of
-// correlation times by it, which moves where each block stages and scales its data: a group
-// must use the whole call's value to compute the one-device call's bits.
-std::int64_t tile_moveout_spread(const Prepared& p) {
-  const std::int64_t T = p.dims.templates, C = p.dims.channels;
-  if (p.moveouts.empty()) return 0;
-  std::int64_t spread = 0;
-  for (std::int64_t t0 = 0; t0 < T; t0 += kGroupGranule)
-    for (std::int64_t c = 0; c < C; ++c) {
-      std::int64_t lo = p.moveouts[static_cast<std::size_t>(t0 * C + c)], hi = lo;
-      for (std::int64_t t = t0 + 1; t < std::min(T, t0 + kGroupGranule); ++t) {
-        lo = std::min(lo, p.moveouts[static_cast<std::size_t>(t * C + c)]);
-        hi = std::max(hi, p.moveouts[static_cast<std::size_t>(t * C + c)]);
-      }
-      spread = std::max(spread, hi - lo);
-    }
-  return spread;
-}
 
 // The prepared call restricted to templates [begin, end): shares the converted data and the
 // templates' buffer (a 1-D slice of the contiguous T * C * K array).
@@ -180,7 +178,7 @@ void on_threads(std::size_t n, const std::vector<int>& devices, Fn fn) {
 template <class Work>
 void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
   const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
-  const std::int64_t spread = tile_moveout_spread(p);
+  const std::int64_t spread = std::max(p.tile_spread_floor, tile_moveout_spread(p));
   on_threads(ranges.size(), devices, [&](std::size_t g) {
     HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
     work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, spread));

@@ -27,6 +27,12 @@ std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t 
                                                                    std::int64_t parts,
                                                                    std::int64_t granule = 1);
 
+/// The largest moveout spread within a tile of kGroupGranule templates, over channels and tiles,
+/// of the whole call: the tensor kernel tiles correlation time by it, so a template group run on
+/// its own (over devices or MPI ranks) sets Prepared::tile_spread_floor to it to compute the
+/// whole call's bits.
+std::int64_t tile_moveout_spread(const Prepared& p);
+
 /// Checks options.devices against the machine and the call: every index a CUDA device of this
 /// host, a GPU method, and for device data only the device that holds them.
 /// InvalidInput naming the index, the count and what was found; Unsupported without CUDA.

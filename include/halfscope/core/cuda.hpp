@@ -14,10 +14,15 @@ namespace halfscope::cuda {
 [[noreturn]] void throw_library_error(const char* library, int code, const char* expr,
                                       const char* file, int line);
 
+/// Scheduling priority of a stream's kernels when streams compete for the multiprocessors.
+enum class StreamPriority { normal, high };
+
 /// RAII CUDA stream (non-blocking).
 class Stream {
  public:
-  Stream();
+  /// `high`: the device's greatest priority (a critical path, e.g. the Cholesky's panels, whose
+  /// kernels then get multiprocessors before the trailing updates queued beside them).
+  explicit Stream(StreamPriority priority = StreamPriority::normal);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -59,10 +64,10 @@ class EventTimer {
 }  // namespace halfscope::cuda
 
 /// Checks a CUDA runtime call; throws halfscope::CudaError with the expression, file and line.
-#define HS_CUDA_CHECK(expr)                                                      \
-  do {                                                                           \
-    const cudaError_t hs_cuda_status_ = (expr);                                  \
-    if (hs_cuda_status_ != cudaSuccess)                                          \
+#define HS_CUDA_CHECK(expr)                                                            \
+  do {                                                                                 \
+    const cudaError_t hs_cuda_status_ = (expr);                                        \
+    if (hs_cuda_status_ != cudaSuccess)                                                \
       ::halfscope::cuda::throw_cuda_error(hs_cuda_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -70,10 +75,10 @@ class EventTimer {
 #define HS_CHECK_LAUNCH() HS_CUDA_CHECK(cudaGetLastError())
 
 /// Checks a cuBLAS / cuFFT / cuSOLVER / cuDNN status (success is 0 in all of them).
-#define HS_CUDA_LIBRARY_CHECK(library, expr)                                               \
-  do {                                                                                     \
-    const int hs_lib_status_ = static_cast<int>(expr);                                     \
-    if (hs_lib_status_ != 0)                                                               \
+#define HS_CUDA_LIBRARY_CHECK(library, expr)                                                      \
+  do {                                                                                            \
+    const int hs_lib_status_ = static_cast<int>(expr);                                            \
+    if (hs_lib_status_ != 0)                                                                      \
       ::halfscope::cuda::throw_library_error(library, hs_lib_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 #define HS_CUBLAS_CHECK(expr) HS_CUDA_LIBRARY_CHECK("cuBLAS", expr)

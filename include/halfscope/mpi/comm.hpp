@@ -93,7 +93,7 @@ class Comm {
 
   /// Every rank's bytes (any length, zero included) on `root`, in rank order; empty elsewhere.
   [[nodiscard]] std::vector<std::vector<std::byte>> gather_bytes(std::span<const std::byte> mine,
-                                                                  int root) const;
+                                                                 int root) const;
 
  private:
   Comm(MPI_Comm comm, bool owned);

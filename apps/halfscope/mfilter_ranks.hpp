@@ -1,0 +1,44 @@
+// `halfscope mfilter` over MPI ranks (mpirun -np N halfscope mfilter ...): the MPI side of
+// cmd_mfilter.cpp, so that the subcommand reads the same with one rank or many. Without MPI in
+// the build (or on one rank) every function here runs the plain path.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "cli.hpp"
+#include "halfscope/core/array.hpp"
+#include "halfscope/mfilter.hpp"
+
+namespace halfscope::cli {
+
+/// max |a - b| over the finite differences, and how many differences are not finite (a NaN or
+/// inf in either array).
+struct Difference {
+  double max_abs = 0;
+  std::int64_t nonfinite = 0;
+};
+Difference max_abs_difference(const Array& a, const Array& b);
+
+/// Runs `step` on this rank; with several ranks every rank then agrees on the outcome (a failure
+/// on any rank is thrown on every rank, mpi::agree), so no rank goes on alone.
+void on_every_rank(const Globals& g, const std::function<void()>& step);
+
+/// What the computation of one `mfilter` call gives.
+struct MfRun {
+  Array cc;                      // the whole result (on rank 0 only with several ranks)
+  std::vector<Detection> found;  // on every rank
+  Difference check;              // against the CPU FP64 direct call, when asked
+};
+
+/// The matched filtering of one call split over the ranks (halfscope/mpi/mfilter.hpp; only with
+/// several ranks in a build with MPI): the result gathered on rank 0 when `want_cc`, the
+/// detections when `detect` is not null, and with `check` the largest difference from the
+/// FP64 CPU reference computed over the ranks too. `time_parts`: mpi::MfSplit's.
+MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const Array& data,
+                         const MfOptions& options, const MfNetwork& network,
+                         const DetectOptions* detect, bool want_cc, bool check,
+                         std::int64_t time_parts);
+
+}  // namespace halfscope::cli

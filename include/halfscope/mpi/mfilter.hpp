@@ -1,0 +1,86 @@
+// Matched filtering over MPI ranks (issue 9): one call of halfscope/mfilter.hpp split over the
+// ranks of a communicator, each rank running the one-process path (CPU, or its GPU) on its share.
+//
+//   const auto part = mpi::matched_filter(comm, templates, data, {.precision = Precision::Single});
+//   const Array whole = mpi::gather_result(comm, part, 0);  // on rank 0
+//
+// Every rank passes the same inputs (a rank whose shapes differ makes every rank throw
+// InvalidInput). The work is a grid of template groups x correlation-time parts: templates in
+// contiguous groups of multiples of 16 (the one-GPU tensor kernel's tile, as the devices of one
+// host get them), correlation times in contiguous parts when the templates are too few for the
+// ranks (or on request). A time part computes its windows from a slice of the prepared data that
+// starts on a restart of the FP64 running window energies, so on the CPU every element equals the
+// one-process call bit for bit in double, single, mixed, split and bf16 (half normalizes by the
+// maxima of the whole call, so its parts differ within half's rounding). Errors are agreed: a
+// failure on any rank makes every rank throw the lowest failing rank's error (mpi::agree).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "halfscope/core/array.hpp"
+#include "halfscope/mfilter.hpp"
+#include "halfscope/mpi/comm.hpp"
+
+namespace halfscope::mpi {
+
+/// How a call is split. time_parts: correlation-time parts per template group; 0 picks them:
+/// one when there are at least as many 16-template groups as ranks, else the grid of at most
+/// `ranks` cells with the most cells in use, ties to more template groups (4 ranks, 40
+/// templates: 2 groups x 2 parts). A positive value asks for that many parts (at most the ranks
+/// and the correlation times); the groups are then min(ceil(T / 16), ranks / time_parts).
+struct MfSplit {
+  std::int64_t time_parts = 0;
+};
+
+/// Where one rank's part sits in the whole result: templates [template_begin, template_end),
+/// correlation times [time_begin, time_end); empty ranges on a rank the grid leaves idle.
+struct MfShare {
+  std::int64_t template_begin = 0, template_end = 0;
+  std::int64_t time_begin = 0, time_end = 0;
+  std::int64_t template_groups = 1, time_parts = 1;  // the grid of the whole call
+  [[nodiscard]] bool empty() const noexcept {
+    return template_end <= template_begin || time_end <= time_begin;
+  }
+};
+
+/// The share of rank `rank` of `ranks` in a call of `templates` templates and `n_corr`
+/// correlation times (no communication; the same on every rank). Rank r < groups x parts owns
+/// group r / parts, time part r % parts. InvalidInput for sizes < 1 or time_parts < 0 or above
+/// the ranks.
+MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_corr,
+                 const MfSplit& split = {});
+
+/// One rank's part of a matched-filtering result.
+struct MfPart {
+  /// float32 on the host: (rows, cols) of the network stack or (rows, C, cols) per channel;
+  /// empty on an idle rank.
+  Array values;
+  MfShare share;
+  Shape full_shape;  // (T, n_corr) or (T, C, n_corr)
+};
+
+/// matched_filter (halfscope/mfilter.hpp) over the ranks of `comm` (collective): this rank's
+/// part. Host data only (every rank holds the inputs); options.devices must be empty: a GPU rank
+/// uses the device (node-local rank) modulo (devices of its host). The test hook
+/// HALFSCOPE_FAULT_RANK (docs/scaling.md) makes a rank fail in its computation.
+MfPart matched_filter(const Comm& comm, const Array& templates, const Array& data,
+                      const MfOptions& options = {}, const MfNetwork& network = {},
+                      const MfSplit& split = {});
+
+/// The whole result on `root` (collective; empty on the other ranks): every part placed at its
+/// share, each received and placed in turn (root holds the result and one part at a time).
+Array gather_result(const Comm& comm, const MfPart& part, int root);
+
+/// matched_filter_detect (halfscope/mfilter.hpp) over the ranks (collective): the detections of
+/// the whole call on every rank, equal to the one-process CPU call's (its stack's elements being
+/// equal, see above): MAD thresholds are exact medians of whole rows (a radix selection summed
+/// over the ranks of a template group), local maxima see their neighbours across part borders,
+/// and the candidates of every part are declustered together on rank 0, strongest first.
+/// `stack`, when not null, receives this rank's part of the network stack.
+std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
+                                             const Array& data, const MfOptions& options,
+                                             const MfNetwork& network, const DetectOptions& detect,
+                                             const MfSplit& split = {}, MfPart* stack = nullptr);
+
+}  // namespace halfscope::mpi

@@ -1,0 +1,169 @@
+// Matched filtering over MPI ranks: the agreed preparation, one rank's block of the result and
+// the fault-injection test hook (see mfilter_share.hpp).
+#include "mpi/mfilter_share.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/device.hpp"
+#include "halfscope/core/error.hpp"
+#include "mfilter/devices.hpp"
+#include "mfilter/window_stats.hpp"
+
+namespace halfscope::mpi::mf {
+
+namespace {
+
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
+
+}  // namespace
+
+mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, const Array& data,
+                                     const MfOptions& options, const MfNetwork& network,
+                                     const char* what) {
+  mfilter::Prepared p;
+  agree(comm, [&] {
+    if (!options.devices.empty())
+      throw InvalidInput(std::string(what) + ": options.devices lists " +
+                         str(static_cast<std::int64_t>(options.devices.size())) +
+                         " device(s): expected none over MPI ranks (each GPU rank uses one "
+                         "device: its rank on the host modulo the host's devices)");
+    if (templates.on_device() || data.on_device())
+      throw InvalidInput(std::string(what) + ": expected host templates and data on every rank, " +
+                         "found templates " + templates.describe() + ", data " + data.describe());
+    p = mfilter::prepare(templates, data, options, network);
+  });
+  // Every rank splits the call by its own shapes, so they must be the same everywhere: compare
+  // the largest and the smallest of each value over the ranks (one reduction of both signs).
+  const mfilter::Dims& d = p.dims;
+  constexpr std::size_t kFields = 9;
+  const std::array<std::int64_t, kFields> mine{d.templates,
+                                               d.channels,
+                                               d.length,
+                                               d.samples,
+                                               d.step,
+                                               static_cast<std::int64_t>(d.normalize),
+                                               static_cast<std::int64_t>(d.network_sum),
+                                               static_cast<std::int64_t>(p.method),
+                                               static_cast<std::int64_t>(p.precision)};
+  std::array<std::int64_t, 2 * kFields> extremes{};
+  for (std::size_t i = 0; i < kFields; ++i) {
+    extremes[i] = mine[i];
+    extremes[kFields + i] = -mine[i];
+  }
+  comm.max(std::span<std::int64_t>(extremes));
+  static constexpr std::array<const char*, kFields> kNames{
+      "templates",     "channels",      "template samples", "data samples", "step",
+      "normalization", "network stack", "method",           "precision"};
+  for (std::size_t i = 0; i < kFields; ++i)
+    if (extremes[i] != -extremes[kFields + i])
+      throw InvalidInput(std::string(what) +
+                         ": the MPI ranks prepared different calls: " + kNames[i] + " from " +
+                         str(-extremes[kFields + i]) + " to " + str(extremes[i]) +
+                         "; expected the same inputs and options on every rank (and the same "
+                         "resolved method and precision: a GPU on every rank or on none)");
+  return p;
+}
+
+int rank_device(const Comm& comm) {
+  MPI_Comm host = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &host) !=
+      MPI_SUCCESS)
+    throw Error("MPI_Comm_split_type failed: cannot tell the ranks of this host apart");
+  int local = 0;
+  MPI_Comm_rank(host, &local);
+  MPI_Comm_free(&host);
+  const auto devices = static_cast<int>(query_devices().devices.size());
+  return devices > 0 ? local % devices : -1;
+}
+
+Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1, std::int64_t c0,
+                    std::int64_t c1, int device) {
+  const mfilter::Dims& d = p.dims;
+  const std::int64_t C = d.channels, K = d.length, L = d.samples;
+  mfilter::Prepared sub;
+  sub.dims = d;
+  sub.dims.templates = t1 - t0;
+  sub.dims.n_corr = c1 - c0;
+  sub.method = p.method;
+  sub.precision = p.precision;
+  sub.on_gpu = p.on_gpu;
+  sub.channel_offsets = p.channel_offsets;
+  // A template group tiles correlation time as the whole call does (bit-identical rows on GPUs).
+  sub.tile_spread_floor = std::max(p.tile_spread_floor, mfilter::tile_moveout_spread(p));
+  // Templates are independent: a group is the rows of its templates (and of their network).
+  sub.templates = p.templates.slice(0, t0 * C * K, t1 * C * K);
+  const auto first = static_cast<std::ptrdiff_t>(t0 * C),
+             last = static_cast<std::ptrdiff_t>(t1 * C);
+  sub.moveouts.assign(p.moveouts.begin() + first, p.moveouts.begin() + last);
+  sub.weights.assign(p.weights.begin() + first, p.weights.begin() + last);
+  // Time: the block's windows start in [c0 * step + min moveout, (c1 - 1) * step + max moveout].
+  // The slice [a, b) holds every one of them that lies inside the data and no sample beyond a
+  // window outside it, so the window rule decides alike. `a` is rounded down to a restart of the
+  // running window energies (window_stats.hpp), which then add the same terms in the same order.
+  const auto [lo, hi] = std::minmax_element(sub.moveouts.begin(), sub.moveouts.end());
+  const std::int64_t first_start = c0 * d.step + *lo;
+  std::int64_t a = first_start <= 0 ? 0
+                                    : std::min(first_start, L) / mfilter::kRecomputeEvery *
+                                          mfilter::kRecomputeEvery;
+  std::int64_t b = std::clamp((c1 - 1) * d.step + *hi + K, a, L);
+  // Shorter than a template: no window of the block is inside the data (one inside would span
+  // K samples of [a, b)), so any K samples give the same zeros; the backends want L >= K.
+  if (b - a < K) {
+    b = std::min(L, a + K);
+    a = b - K;
+  }
+  sub.dims.samples = b - a;
+  for (std::int64_t& m : sub.moveouts) m += c0 * d.step - a;
+  sub.data = p.data.reshape({C, L}).slice(1, a, b).contiguous();
+  sub.out_shape = d.network_sum ? Shape{t1 - t0, c1 - c0} : Shape{t1 - t0, C, c1 - c0};
+#if HALFSCOPE_WITH_CUDA
+  if (p.on_gpu) return mfilter::run_cuda_devices(sub, {device});
+#else
+  (void)device;
+#endif
+  return mfilter::run_cpu(sub);
+}
+
+void fault_hook(const Comm& comm) {
+  const char* value = std::getenv("HALFSCOPE_FAULT_RANK");
+  if (value == nullptr) return;
+  const std::string v(value);
+  char* end = nullptr;
+  const long rank = std::strtol(v.c_str(), &end, 10);
+  const std::string rest(end);
+  if (end == v.c_str() || (!rest.empty() && rest != ":abort"))
+    throw InvalidInput("HALFSCOPE_FAULT_RANK=" + v +
+                       ": expected a rank number, optionally followed by :abort (test hook, "
+                       "docs/scaling.md)");
+  if (rank != comm.rank()) return;
+  if (rest == ":abort") std::abort();  // a crash: the launcher ends the job
+  throw Error("HALFSCOPE_FAULT_RANK=" + v + ": fault injected on MPI rank " + str(rank) +
+              " (test hook, docs/scaling.md)");
+}
+
+std::vector<std::byte> to_bytes(const std::vector<Detection>& detections) {
+  static_assert(std::is_trivially_copyable_v<Detection>);
+  std::vector<std::byte> bytes(detections.size() * sizeof(Detection));
+  if (!bytes.empty()) std::memcpy(bytes.data(), detections.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<Detection> from_bytes(std::span<const std::byte> bytes) {
+  if (bytes.size() % sizeof(Detection) != 0)
+    throw Error("MPI matched filtering: " + str(static_cast<std::int64_t>(bytes.size())) +
+                " bytes of detections received: expected a multiple of " +
+                str(static_cast<std::int64_t>(sizeof(Detection))));
+  std::vector<Detection> out(bytes.size() / sizeof(Detection));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace halfscope::mpi::mf

@@ -1,0 +1,143 @@
+// The tomographic reconstructor over MPI ranks (include/halfscope/mpi/reconstructor.hpp): the
+// steps of src/ao/reconstructor_mixed.cpp with the distributed covariance, factorization and
+// solves. Right-hand sides per rank: [Ctm rows of this rank; U^T] ((count + q) x n), so the
+// Woodbury correction (ao/reconstructor_tiptilt.hpp) of this rank's rows needs nothing from the
+// other ranks: every rank solves the q rows of W = U^T K^-1 itself (q is twice the LGS count).
+#include "halfscope/mpi/reconstructor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ao/covariance_select.hpp"
+#include "ao/reconstructor_tiptilt.hpp"
+#include "halfscope/ao/covariance.hpp"
+#include "halfscope/core/error.hpp"
+#include "mpi/reconstructor_threads.hpp"
+
+namespace halfscope::mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The slowest rank's milliseconds since `start` (a phase ends when its last rank is done).
+double slowest_ms(const Comm& comm, Clock::time_point start) {
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  return static_cast<double>(comm.max(static_cast<std::int64_t>(us))) / 1000.0;
+}
+
+void check_options(const Comm& comm, const ao::ReconstructorOptions& options) {
+  if (options.tile < 1)
+    throw InvalidInput("mpi::tomographic_reconstructor: tile: expected a tile size >= 1, found " +
+                       std::to_string(options.tile));
+  // Auto resolves to the CPU: the ranks' GPUs are not used by this layer yet.
+  if (options.device == DeviceKind::Cuda)
+    throw Unsupported("mpi::tomographic_reconstructor: device: the reconstructor over " +
+                      std::to_string(comm.size()) +
+                      " MPI rank(s) runs on the CPU only, found cuda (run one process for the "
+                      "GPU, or device cpu / auto)");
+  if (options.result_memory != Memory::host)
+    throw Unsupported(
+        "mpi::tomographic_reconstructor: result_memory: expected host memory (CPU ranks), found "
+        "device");
+}
+
+}  // namespace
+
+ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoSystem& system,
+                                                 const ao::ReconstructorOptions& options,
+                                                 ProcessGrid grid) {
+  const detail::HostThreadShare share(comm);
+  ReconstructorPart part;
+  part.grid = grid;
+  std::vector<ao::detail::TiptiltGroup> groups;
+  agree(comm, [&] {
+    check_options(comm, options);
+    grid.check(comm.size());
+    part.m = ao::covariance_rows(system, ao::CovarianceKind::ctm);
+    part.n = ao::covariance_cols(system, ao::CovarianceKind::ctm);
+    if (options.tiptilt == ao::TiptiltMethod::woodbury)
+      groups = ao::detail::lgs_tiptilt_groups(system);
+  });
+  const auto q = static_cast<std::int64_t>(groups.size());
+  ao::Reconstructor& out = part.local;
+  out.device = DeviceKind::Cpu;
+  out.tiptilt_groups = q;
+  part.rows = row_block(part.m, comm.rank(), comm.size());
+  const std::int64_t count = part.rows.count(), n = part.n;
+
+  // Cmm (K with Woodbury) in owned tiles; this rank's Ctm rows and U^T as right-hand sides.
+  auto start = Clock::now();
+  DistTileMatrix cmm =
+      covariance_tiles(comm, q > 0 ? ao::detail::without_lgs_tiptilt(system) : system,
+                       ao::CovarianceKind::cmm, options.tile, grid, /*noise=*/true);
+  Array rhs;
+  agree(comm, [&] {
+    if (count + q > 0) rhs = Array(DType::f32, {count + q, n});  // may fail on one rank: agreed
+    if (count > 0)
+      ao::detail::covariance_rows_selected(system, ao::CovarianceKind::ctm, part.rows.begin,
+                                           part.rows.end, rhs.data_as<float>(), /*noise=*/true);
+    if (q > 0) ao::detail::write_indicator_rows(rhs, count, groups);
+  });
+  out.covariance_ms = slowest_ms(comm, start);
+
+  linalg::CholeskyOptions factor;
+  factor.policy = options.policy;
+  factor.recover = options.recover;
+  start = Clock::now();
+  out.factor = cholesky(cmm, factor, &part.factor_traffic);
+  out.factor_ms = slowest_ms(comm, start);
+
+  linalg::SolveOptions solve;
+  solve.policy = options.solve_policy;
+  start = Clock::now();
+  out.solve = solve_right(cmm, rhs, solve, &part.solve_traffic);
+  agree(comm, [&] {
+    if (count > 0) ao::detail::apply_tiptilt_correction(rhs, count, groups);
+  });
+  out.solve_ms = slowest_ms(comm, start);
+
+  // R's rows: the first `count` (a view sharing the buffer).
+  if (count > 0) out.matrix = q > 0 ? rhs.slice(0, 0, count) : rhs;
+  part.bytes_moved =
+      comm.sum(part.factor_traffic.bytes_received + part.solve_traffic.bytes_received);
+  return part;
+}
+
+Array gather_rows(const Comm& comm, const ReconstructorPart& part, int root) {
+  const Array& mine = part.local.matrix;
+  const auto* bytes = mine.empty() ? nullptr : static_cast<const std::byte*>(mine.data());
+  const std::size_t size = mine.empty() ? 0 : static_cast<std::size_t>(mine.nbytes());
+  const std::vector<std::vector<std::byte>> all = comm.gather_bytes({bytes, size}, root);
+  if (comm.rank() != root) return Array{};
+  Array r(DType::f32, {part.m, part.n});
+  auto* at = static_cast<std::byte*>(r.data());
+  std::int64_t total = 0;
+  for (const std::vector<std::byte>& block : all) total += static_cast<std::int64_t>(block.size());
+  if (total != r.nbytes())
+    throw Error("mpi::gather_rows: the ranks sent " + std::to_string(total) + " bytes, expected " +
+                std::to_string(r.nbytes()) + " (" + std::to_string(part.m) + " x " +
+                std::to_string(part.n) + " float32)");
+  for (const std::vector<std::byte>& block : all) {
+    if (!block.empty()) std::memcpy(at, block.data(), block.size());
+    at += block.size();
+  }
+  return r;
+}
+
+ao::Reconstructor tomographic_reconstructor(const Comm& comm, const ao::AoSystem& system,
+                                            const ao::ReconstructorOptions& options,
+                                            ProcessGrid grid) {
+  ReconstructorPart part = tomographic_reconstructor_rows(comm, system, options, grid);
+  Array r = gather_rows(comm, part, 0);
+  ao::Reconstructor out = std::move(part.local);
+  out.matrix = std::move(r);
+  return out;
+}
+
+}  // namespace halfscope::mpi

@@ -1,0 +1,268 @@
+// Triangular solves with a distributed tile factor (include/halfscope/mpi/solve.hpp): the panel
+// broadcasts and, per panel, the kernels of src/linalg/solve_cpu.cpp on this rank's rows.
+//
+// Rows as in solve_cpu.cpp: the r x n row-major right-hand sides are the column-major n x r B^T,
+// so block k (rows [k nb, k nb + h_k) of every right-hand side) is a BLAS operand with leading
+// dimension n. OpenMP threads take slices of right-hand sides of the width solve_right_cpu uses.
+#include "halfscope/mpi/solve.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "linalg/gemm_variants.hpp"
+#include "linalg/solve_cpu.hpp"
+#include "mpi/reconstructor_threads.hpp"
+
+#if HALFSCOPE_HAS_BLAS
+#include <cblas.h>
+#endif
+
+namespace halfscope::mpi {
+namespace {
+
+using linalg::GemmVariant;
+using linalg::detail::Op;
+
+// B (m x cols, ldb) := op(L)^-1 B, L the m x m lower triangle of a diagonal tile (FP32): the
+// same call (or loop without BLAS) as solve_cpu.cpp's, so the diagonal solves match bit for bit.
+void trsm_left_lower(bool transpose, std::int64_t m, std::int64_t cols, const float* l,
+                     std::int64_t ldl, float* b, std::int64_t ldb) {
+#if HALFSCOPE_HAS_BLAS
+  cblas_strsm(CblasColMajor, CblasLeft, CblasLower, transpose ? CblasTrans : CblasNoTrans,
+              CblasNonUnit, static_cast<int>(m), static_cast<int>(cols), 1.0f, l,
+              static_cast<int>(ldl), b, static_cast<int>(ldb));
+#else
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float* x = b + c * ldb;
+    if (!transpose) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        float s = x[i];
+        for (std::int64_t p = 0; p < i; ++p) s -= l[i + p * ldl] * x[p];
+        x[i] = s / l[i + i * ldl];
+      }
+    } else {
+      for (std::int64_t i = m - 1; i >= 0; --i) {
+        float s = x[i];
+        for (std::int64_t p = i + 1; p < m; ++p) s -= l[p + i * ldl] * x[p];
+        x[i] = s / l[i + i * ldl];
+      }
+    }
+  }
+#endif
+}
+
+// The solve policy's variants from the tile norms of L: each owner computes its tiles' norms as
+// factor_norms_cpu does, one sum over the ranks collects them (the other ranks add zeros, which
+// is exact), and ||L||_F is summed in factor_norms_cpu's order, so the table equals the
+// one-process table.
+std::vector<GemmVariant> variants_of(const DistTileMatrix& l, const linalg::Policy& policy) {
+  const linalg::TileLayout& layout = l.layout();
+  const std::int64_t nt = layout.tile_rows();
+  std::vector<double> norms(static_cast<std::size_t>(nt * nt + 1), 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j; i < nt; ++i) {
+      if (!l.owns(i, j)) continue;
+      const float* t = l.tile(i, j);
+      const std::int64_t rows = layout.tile_height(i), cols = layout.tile_width(j);
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < cols; ++c)
+        for (std::int64_t x = (i == j ? c : 0); x < rows; ++x)
+          sum += static_cast<double>(t[x + c * rows]) * t[x + c * rows];
+      norms[static_cast<std::size_t>(i * nt + j)] = std::sqrt(sum);
+    }
+  l.comm().sum(norms);
+  double total = 0.0;
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j; i < nt; ++i) {
+      const double v = norms[static_cast<std::size_t>(i * nt + j)];
+      total += v * v;
+    }
+  norms.back() = std::sqrt(total);
+  return linalg::detail::solve_variants(nt, norms, policy);
+}
+
+// One tile column of L on every rank: tiles (k .. NT-1, k), grouped by the process row that owns
+// them (tile i on grid row i mod P, in the grid column k mod Q), each group one broadcast from its
+// owner. tile(i) points at tile (i, k) in the buffer.
+class Panel {
+ public:
+  Panel(const DistTileMatrix& l, SolveTraffic& traffic) : l_(l), traffic_(traffic) {
+    const linalg::TileLayout& layout = l.layout();
+    buffer_.resize(static_cast<std::size_t>(layout.rows() * layout.tile_size()));
+    offsets_.resize(static_cast<std::size_t>(layout.tile_rows()));
+  }
+
+  void load(std::int64_t k) {
+    if (k == column_) return;
+    const linalg::TileLayout& layout = l_.layout();
+    const ProcessGrid& grid = l_.grid();
+    const Comm& comm = l_.comm();
+    const std::int64_t nt = layout.tile_rows(), w = layout.tile_width(k);
+    std::int64_t at = 0;
+    for (int p = 0; p < grid.rows; ++p) {
+      const std::int64_t first = at;
+      for (std::int64_t i = k; i < nt; ++i)
+        if (i % grid.rows == p) {
+          offsets_[static_cast<std::size_t>(i)] = at;
+          at += layout.tile_height(i) * w;
+        }
+      const std::int64_t count = at - first;
+      if (count == 0) continue;  // every rank knows: no broadcast
+      const int root = grid.owner(p, k);
+      float* group = buffer_.data() + first;
+      if (root == comm.rank())
+        for (std::int64_t i = k; i < nt; ++i)
+          if (i % grid.rows == p)
+            std::copy_n(l_.tile(i, k), layout.tile_height(i) * w,
+                        buffer_.data() + offsets_[static_cast<std::size_t>(i)]);
+      const auto bytes = static_cast<std::int64_t>(count * sizeof(float));
+      comm.broadcast_bytes(group, bytes, root);
+      ++traffic_.broadcasts;
+      if (root == comm.rank())
+        traffic_.bytes_sent += bytes * (comm.size() - 1);
+      else
+        traffic_.bytes_received += bytes;
+    }
+    column_ = k;
+  }
+
+  [[nodiscard]] const float* tile(std::int64_t i) const {
+    return buffer_.data() + offsets_[static_cast<std::size_t>(i)];
+  }
+
+ private:
+  const DistTileMatrix& l_;
+  SolveTraffic& traffic_;
+  std::vector<float> buffer_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t column_ = -1;
+};
+
+// This rank's right-hand sides: cols columns of B^T (ld n) per slice.
+struct Rows {
+  float* b = nullptr;
+  std::int64_t r = 0, n = 0, width = 1;
+};
+
+// Runs `step(slice pointer, slice width)` on every slice of the rows, OpenMP over slices; the
+// first exception is kept in `error` (later panels are then skipped, the broadcasts are not).
+template <class Step>
+void for_slices(const Rows& rows, std::exception_ptr& error, const Step& step) {
+  if (error || rows.r == 0) return;
+  const std::int64_t slices = (rows.r + rows.width - 1) / rows.width;
+  std::mutex mutex;
+  std::atomic<bool> failed{false};
+#pragma omp parallel for schedule(dynamic, 1) if (slices > 1)
+  for (std::int64_t s = 0; s < slices; ++s) {
+    if (failed.load()) continue;
+    try {
+      const std::int64_t c0 = s * rows.width, cols = std::min(rows.width, rows.r - c0);
+      step(rows.b + c0 * rows.n, cols);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      failed.store(true);
+    }
+  }
+}
+
+std::int64_t first_non_finite(const Array& b) {
+  return b.empty() ? -1 : linalg::detail::first_non_finite(b.data_as<float>(), b.size());
+}
+
+std::string position(std::int64_t index, std::int64_t n) {
+  return "row " + std::to_string(index / n) + ", column " + std::to_string(index % n);
+}
+
+}  // namespace
+
+linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
+                                const linalg::SolveOptions& options, SolveTraffic* traffic) {
+  const Comm& comm = l.comm();
+  const detail::HostThreadShare share(comm);
+  const linalg::TileLayout& layout = l.layout();
+  const std::int64_t n = layout.rows(), nt = layout.tile_rows(), nb = layout.tile_size();
+  agree(comm, [&] {
+    if (layout.fill() != linalg::TileFill::lower)
+      throw InvalidInput("mpi::solve_right: l: expected a lower tile layout, found a full one");
+    if (b.empty()) return;
+    if (b.ndim() != 2 || b.dim(1) != n || b.dtype() != DType::f32 || !b.is_c_contiguous() ||
+        b.on_device())
+      throw InvalidInput(
+          "mpi::solve_right: b: expected this rank's rows, a C-contiguous float32 "
+          "host array of shape [r, " +
+          std::to_string(n) + "] (the matrix is " + std::to_string(n) + " x " + std::to_string(n) +
+          "), found " + b.describe());
+    if (const std::int64_t bad = first_non_finite(b); bad >= 0)
+      throw InvalidInput(
+          "mpi::solve_right: b: every entry must be finite, found a non-finite "
+          "one at this rank's " +
+          position(bad, n));
+  });
+  const std::vector<GemmVariant> variants = variants_of(l, options.policy);
+  const auto variant = [&](std::int64_t i, std::int64_t j) {
+    return variants[static_cast<std::size_t>(i * nt + j)];
+  };
+  const auto h = [&](std::int64_t i) { return layout.tile_height(i); };
+  Rows rows;
+  rows.b = b.empty() ? nullptr : b.data_as<float>();
+  rows.r = b.empty() ? 0 : b.dim(0);
+  rows.n = n;
+  // solve_right_cpu's slicing (a column's result does not depend on it: see the header).
+  const std::int64_t threads = std::max(1, omp_get_max_threads());
+  rows.width = std::max<std::int64_t>(16, (rows.r + threads - 1) / threads);
+
+  SolveTraffic local;
+  Panel panel(l, local);
+  std::exception_ptr error;
+  // Forward: L Z = B^T. Block k by the diagonal tile, then block i -= L_ik Z_k for i > k.
+  for (std::int64_t k = 0; k < nt; ++k) {
+    panel.load(k);
+    for_slices(rows, error, [&](float* x, std::int64_t cols) {
+      trsm_left_lower(false, h(k), cols, panel.tile(k), h(k), x + k * nb, n);
+      for (std::int64_t i = k + 1; i < nt; ++i)
+        linalg::detail::gemm_update(variant(i, k), Op::N, Op::N, h(i), cols, h(k), panel.tile(i),
+                                    h(i), x + k * nb, n, x + i * nb, n,
+                                    {i, k, "of the forward substitution with tile of L", false});
+    });
+  }
+  // Backward: L^T X^T = Z. Block k -= (L_ik)^T X_i for i = NT-1 down to k + 1 (the order in which
+  // the right-looking sweep of solve_cpu.cpp applies them), then the transposed diagonal solve.
+  for (std::int64_t k = nt - 1; k >= 0; --k) {
+    panel.load(k);
+    for_slices(rows, error, [&](float* x, std::int64_t cols) {
+      for (std::int64_t i = nt - 1; i > k; --i)
+        linalg::detail::gemm_update(variant(i, k), Op::T, Op::N, h(k), cols, h(i), panel.tile(i),
+                                    h(i), x + i * nb, n, x + k * nb, n,
+                                    {i, k, "of the backward substitution with tile of L", false});
+      trsm_left_lower(true, h(k), cols, panel.tile(k), h(k), x + k * nb, n);
+    });
+  }
+  agree(comm, [&] {
+    if (error) std::rethrow_exception(error);
+    if (const std::int64_t bad = first_non_finite(b); bad >= 0)
+      throw NumericalError("mpi::solve_right with policy " + options.policy.name() +
+                           ": the solution has a non-finite entry at this rank's " +
+                           position(bad, n) +
+                           " (FP32 overflow: the factor is nearly singular or badly scaled)");
+  });
+  if (traffic != nullptr) *traffic = local;
+  linalg::SolveReport report;
+  report.policy = options.policy.name();
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i)
+      ++report.tiles[static_cast<std::size_t>(variant(i, j))];
+  return report;
+}
+
+}  // namespace halfscope::mpi

@@ -1,0 +1,90 @@
+"""`halfscope ao reconstructor` under an MPI launcher against the plain CLI on the same system.
+
+Over ranks, Cmm is generated tile by tile where it is owned (the same FP32 value per element),
+factored by the MPI tile Cholesky (the one-process factor bit for bit) and each rank solves its
+block of R's rows with the factor's panels broadcast to it, applying the same kernels to each row
+in the same order as the one-process solve: the file written under mpirun is compared byte for
+byte with the plain CLI's (docs/scaling.md). Both runs use a single-threaded OpenBLAS: its own
+thread count changes the last bits of the one-process R (measured on preset mid), and a launcher
+binding each rank to one core gives the ranks one thread.
+Failures end every rank with one message and no file.
+"""
+import os
+import shlex
+import subprocess
+
+import pytest
+
+np = pytest.importorskip("numpy")
+CLI = os.environ.get("HALFSCOPE_CLI")
+MPIEXEC = os.environ.get("HALFSCOPE_MPIEXEC")
+pytestmark = pytest.mark.skipif(
+    not CLI or not MPIEXEC,
+    reason="HALFSCOPE_CLI and HALFSCOPE_MPIEXEC (the MPI launcher with its flags) are not set")
+
+SYSTEM, N, M = "preset:check", 912, 152
+
+
+def run(args, ranks=None, timeout=120):
+    launcher = shlex.split(MPIEXEC) + ["-n", str(ranks)] if ranks else []
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run(launcher + [CLI, "-q", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("ranks,grid,options", [
+    (2, None, ["--policy", "uniform:SP", "--solve-policy", "uniform:SP"]),
+    (2, None, ["--policy", "band:SP=1,HP1=rest", "--solve-policy", "uniform:HP1"]),
+    (2, None, ["--tiptilt", "direct"]),
+    (4, "4x1", ["--policy", "band:SP=1,HP1=rest", "--solve-policy", "uniform:HP1"]),
+])
+def test_reconstructor_equals_the_plain_cli(tmp_path, ranks, grid, options):
+    common = ["--device", "cpu", "ao", "reconstructor", SYSTEM, "--tile", 100, *options]
+    plain = run([*common, "-o", tmp_path / "plain.npy"])
+    assert plain.returncode == 0, plain.stderr
+    extra = ["--grid", grid] if grid else []
+    over = run([*common, *extra, "-o", tmp_path / "ranks.npy"], ranks=ranks)
+    assert over.returncode == 0, over.stderr
+    want, got = np.load(tmp_path / "plain.npy"), np.load(tmp_path / "ranks.npy")
+    assert got.dtype == np.float32 and got.shape == (M, N)
+    assert np.isfinite(got).all()
+    assert np.array_equal(got, want), f"max |difference| {np.abs(got - want).max()}"
+    assert (tmp_path / "plain.npy").read_bytes() == (tmp_path / "ranks.npy").read_bytes()
+    # The report once (rank 0), with the ranks, the grid and the traffic.
+    expect_grid = grid.replace("x", " x ") if grid else "1 x 2"
+    assert over.stdout.count("R: 152 x 912 float32") == 1, over.stdout
+    assert f"MPI: {ranks} ranks, grid {expect_grid}" in over.stdout, over.stdout
+    # Everything but the timings and the MPI line is the plain report.
+    assert report(over.stdout) == report(plain.stdout)
+
+
+def report(text):
+    """The lines of a report that do not depend on the run: all but the timings and MPI's line."""
+    return [line for line in text.splitlines() if not line.startswith(("times:", "MPI:"))]
+
+
+def test_evaluation_on_rank_zero_equals_the_plain_cli(tmp_path):
+    """--evaluate under mpirun scores the gathered R on rank 0: the printed tomographic errors and
+    Strehl ratios are those of the plain CLI (the same R, the same FP64 evaluation), once."""
+    common = ["--device", "cpu", "ao", "reconstructor", SYSTEM, "--tile", 100, "--evaluate"]
+    plain = run([*common, "-o", tmp_path / "plain.npy"])
+    assert plain.returncode == 0, plain.stderr
+    over = run([*common, "-o", tmp_path / "ranks.npy"], ranks=2)
+    assert over.returncode == 0, over.stderr
+    assert over.stdout.count("evaluation at") == 1, over.stdout
+    assert report(over.stdout) == report(plain.stdout)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--device", "cuda"], "runs on the CPU only"),
+    (["--grid", "3x1"], "does not match the 2 MPI rank"),
+    (["--policy", "uniform:XX"], "XX"),
+])
+def test_errors_end_every_rank_once_and_write_nothing(tmp_path, args, message):
+    out = tmp_path / "R.npy"
+    out.write_bytes(b"older")
+    res = run(["ao", "reconstructor", SYSTEM, "-o", out, *args], ranks=2, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr
+    assert res.stderr.count("halfscope: error:") == 1, res.stderr
+    assert out.read_bytes() == b"older"

@@ -1,0 +1,123 @@
+"""`HALFSCOPE_MPIEXEC -np N halfscope cholesky` against the one-process command.
+
+The MPI factorization applies the same kernels to the same operands in the same order as the
+one-process CPU factorization (docs/cholesky.md), so L.npy must be identical byte for byte, for a
+policy mixing variants and for every grid shape; the report must give the same tile counts plus
+the ranks, the grid and the bytes moved. Both runs get OPENBLAS_NUM_THREADS=1: OpenBLAS's
+multithreaded POTRF blocks differently from its single-threaded one, so even the one-process
+factor changes bits with the BLAS thread count, and mpirun binds ranks to fewer cores than a
+process started alone sees. Bad input exits 2 with one message (printed once, by
+rank 0), and an existing output is left untouched when the run fails."""
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+
+np = pytest.importorskip("numpy")
+from ao_helpers import CLI, run  # noqa: E402
+
+MPIEXEC = os.environ.get("HALFSCOPE_MPIEXEC")
+pytestmark = pytest.mark.skipif(
+    not CLI or not MPIEXEC, reason="HALFSCOPE_CLI / HALFSCOPE_MPIEXEC unset (run through ctest)")
+
+N, TILE = 300, 64  # 5 x 5 tiles, the last one short
+POLICY = "band:DP=1,SP=2,HP1=3,BF16=rest"  # every off-diagonal distance class present
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_blas_thread():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENBLAS_NUM_THREADS", "1")
+        yield
+
+
+def mpirun(ranks, *args):
+    return subprocess.run([*shlex.split(MPIEXEC), "-np", str(ranks), CLI, *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def spd(n, seed=3):
+    """KMS covariance (decaying with |i - j|) plus R R^T / n: symmetric positive definite."""
+    i = np.arange(n)
+    r = np.random.default_rng(seed).uniform(-1.0, 1.0, (n, n))
+    return np.exp(-np.abs(i[:, None] - i[None, :]) / 16.0) + r @ r.T / n
+
+
+def errors(result):
+    """The halfscope error lines (the launcher adds its own lines about the exit status)."""
+    return [line for line in result.stderr.splitlines() if line.startswith("halfscope: error:")]
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The one-process factor and report of spd(N)."""
+    d = tmp_path_factory.mktemp("one")
+    np.save(d / "A.npy", spd(N))
+    res = run("--device", "cpu", "cholesky", d / "A.npy", "-o", d / "L.npy", "--tile", TILE,
+              "--policy", POLICY, "--report", d / "r.json")
+    assert res.returncode == 0, res.stderr
+    return d, np.load(d / "L.npy"), json.loads((d / "r.json").read_text())
+
+
+@pytest.mark.parametrize("ranks,grid", [(2, None), (2, "2x1")])
+def test_factor_equals_the_one_process_factor(tmp_path, one_process, ranks, grid):
+    d, want, report = one_process
+    args = ["cholesky", d / "A.npy", "-o", tmp_path / "L.npy", "--tile", TILE, "--policy", POLICY,
+            "--report", tmp_path / "r.json"] + (["--grid", grid] if grid else [])
+    res = mpirun(ranks, *args)
+    assert res.returncode == 0, res.stderr
+    got = np.load(tmp_path / "L.npy")
+    assert got.dtype == want.dtype == np.float32
+    assert got.tobytes() == want.tobytes()  # bit for bit
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["tiles"] == report["tiles"]
+    assert sum(1 for v in r["tiles"].values() if v > 0) == 4  # DP, SP, HP1, BF16
+    assert r["ranks"] == ranks
+    assert r["grid"] == ([2, 1] if grid == "2x1" else [1, 2])
+    assert r["bytes_moved"] == sum(r["bytes_sent_per_rank"]) > 0
+    assert all(b > 0 for b in r["bytes_sent_per_rank"])  # both ranks own panel tiles
+    # The one-process report's fields are all there.
+    assert set(report) <= set(r)
+
+
+def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):
+    a = spd(40)
+    a[3, 30] += 1.0  # no longer symmetric
+    np.save(tmp_path / "A.npy", a)
+    out = tmp_path / "L.npy"
+    out.write_bytes(b"an older result")
+    res = mpirun(2, "cholesky", tmp_path / "A.npy", "-o", out)
+    assert res.returncode == 2, res.stderr
+    lines = errors(res)
+    assert len(lines) == 1, res.stderr
+    assert "A.npy" in lines[0] and "symmetric" in lines[0] and "A(30, 3)" in lines[0], lines[0]
+    assert out.read_bytes() == b"an older result"
+    # A grid that does not match the rank count: named, before any data is read.
+    res = mpirun(2, "cholesky", tmp_path / "A.npy", "-o", out, "--grid", "2x2")
+    assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
+    assert "--grid 2x2" in errors(res)[0] and "2 MPI rank" in errors(res)[0]
+    # The GPU factorization does not run over ranks yet: refused by name, not run on the CPU.
+    res = mpirun(2, "--device", "cuda", "cholesky", tmp_path / "A.npy", "-o", out)
+    assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
+    assert "--device cuda" in errors(res)[0] and "CPU only" in errors(res)[0]
+    assert out.read_bytes() == b"an older result"
+
+
+def test_a_matrix_that_is_not_positive_definite_fails_everywhere(tmp_path):
+    a = spd(N)
+    a[200, 200] = -1.0  # tile (3, 3)
+    np.save(tmp_path / "A.npy", a)
+    out = tmp_path / "L.npy"
+    out.write_bytes(b"an older result")
+    res = mpirun(2, "cholesky", tmp_path / "A.npy", "-o", out, "--tile", TILE)
+    one = run("--device", "cpu", "cholesky", tmp_path / "A.npy", "-o", out, "--tile", TILE)
+    assert res.returncode == one.returncode != 0, res.stderr
+    lines = errors(res)
+    assert len(lines) == 1, res.stderr
+    # The one-process message, after the rank that met it.
+    assert len(errors(one)) == 1, one.stderr
+    assert lines[0].endswith(errors(one)[0].removeprefix("halfscope: error: ")), lines[0]
+    assert "tile (3, 3)" in lines[0]
+    assert out.read_bytes() == b"an older result"

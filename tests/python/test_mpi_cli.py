@@ -1,0 +1,125 @@
+"""`halfscope mfilter` under an MPI launcher against the plain CLI on the same inputs.
+
+The CPU direct method computes every element of the correlation by the same arithmetic whether
+the call runs whole or split over ranks (templates in groups, correlation times in parts: see
+docs/scaling.md), and the detections are merged exactly, so the files written under mpirun are
+compared byte for byte with the plain CLI's. Failures: a rank failing in its computation (the
+HALFSCOPE_FAULT_RANK test hook, thrown or crashing) ends the job within seconds with a non-zero
+status and leaves existing outputs untouched.
+"""
+import os
+import shlex
+import subprocess
+import time
+
+import pytest
+
+np = pytest.importorskip("numpy")
+CLI = os.environ.get("HALFSCOPE_CLI")
+MPIEXEC = os.environ.get("HALFSCOPE_MPIEXEC")
+pytestmark = pytest.mark.skipif(
+    not CLI or not MPIEXEC,
+    reason="HALFSCOPE_CLI and HALFSCOPE_MPIEXEC (the MPI launcher with its flags) are not set")
+
+
+def run(args, ranks=None, env=None, timeout=120):
+    launcher = shlex.split(MPIEXEC) + ["-n", str(ranks)] if ranks else []
+    return subprocess.run(launcher + [CLI, "-q", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """20 templates (two tiles of 16: on 4 ranks a grid of 2 template groups x 2 time parts),
+    3 channels, moveouts from -4 to 18 samples, templates planted on the borders of the parts."""
+    d = tmp_path_factory.mktemp("mpi_mfilter")
+    rng = np.random.default_rng(9)
+    T, C, K, L = 20, 3, 32, 6000
+    data = rng.standard_normal((C, L))
+    templates = rng.standard_normal((T, C, K))
+    moveouts = ((np.arange(T)[:, None] * 3 + np.arange(C)[None, :] * 5) % 23 - 4).astype(np.int64)
+    n = L - K + 1
+    # n = 5969 correlation times: 4 time parts start at 1493, 2985 and 4477, 2 parts at 2985, so
+    # peaks at n // 4, n // 2 and 3 n // 4 lie one before a border and n // 2 + 1 on it.
+    for t, at in enumerate([n // 4, n // 2, 3 * n // 4, n // 2 + 1, 100]):
+        for c in range(C):
+            s = at + moveouts[t, c]
+            data[c, s:s + K] += 3 * templates[t, c]
+    np.save(d / "templates.npy", templates)
+    np.save(d / "data.npy", data)
+    np.save(d / "moveouts.npy", moveouts)
+    np.save(d / "weights.npy", rng.uniform(0.5, 1.0, (T, C)))
+    common = [d / "templates.npy", d / "data.npy", "--moveouts", d / "moveouts.npy", "--weights",
+              d / "weights.npy", "--device", "cpu"]
+    return d, common
+
+
+DETECT = ["--detect", "--threshold", "7", "--threshold-type", "mad", "--min-separation", "20"]
+
+
+@pytest.mark.parametrize("precision", ["single", "split"])
+def test_stack_and_detections_equal_the_plain_cli(inputs, precision):
+    d, common = inputs
+    args = ["mfilter", *common, "--precision", precision, *DETECT]
+    plain = run([*args, "-o", d / f"plain_{precision}.npy", "--detections",
+                 d / f"plain_{precision}.csv"])
+    assert plain.returncode == 0, plain.stderr
+    csv = (d / f"plain_{precision}.csv").read_bytes()
+    assert csv.count(b"\n") >= 5, csv  # the planted templates were found
+    # 2 ranks: two template groups; 4: 2 groups x 2 time parts; 4 with --time-parts 4: one
+    # group in 4 time parts, whose borders pass through the planted events.
+    for ranks, split in ((2, []), (4, []), (4, ["--time-parts", "4"])):
+        out, found = d / f"mpi{ranks}_{precision}.npy", d / f"mpi{ranks}_{precision}.csv"
+        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / f"plain_{precision}.npy").read_bytes()
+        assert found.read_bytes() == csv
+    # Detections to standard output are printed once, by rank 0.
+    r = run(args, ranks=4)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.encode() == csv
+
+
+def check_line(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("check against FP64")]
+
+
+def test_per_channel_result_and_check_equal_the_plain_cli(inputs):
+    d, common = inputs
+    args = ["mfilter", *common, "--precision", "single", "--per-channel", "--normalize", "full",
+            "--check"]
+    plain = run([*args, "-o", d / "plain_pc.npy"])
+    assert plain.returncode == 0, plain.stderr
+    r = run([*args, "-o", d / "mpi_pc.npy"], ranks=4)
+    assert r.returncode == 0, r.stderr
+    assert (d / "mpi_pc.npy").read_bytes() == (d / "plain_pc.npy").read_bytes()
+    # The FP64 reference over the ranks gives the same largest difference, printed once.
+    assert len(check_line(plain.stderr)) == 1
+    assert check_line(r.stderr) == check_line(plain.stderr)
+
+
+@pytest.mark.parametrize("fault", ["1", "1:abort"])
+def test_a_failing_rank_ends_the_job_and_leaves_outputs_alone(inputs, fault):
+    d, common = inputs
+    out, found = d / "kept.npy", d / "kept.csv"
+    out.write_bytes(b"an earlier result")
+    found.write_bytes(b"earlier detections")
+    start = time.monotonic()
+    r = run(["mfilter", *common, *DETECT, "-o", out, "--detections", found], ranks=4,
+            env={"HALFSCOPE_FAULT_RANK": fault}, timeout=60)
+    assert time.monotonic() - start < 30
+    assert r.returncode != 0
+    if fault == "1":  # an agreed error: printed once, by rank 0, naming the failing rank
+        assert r.stderr.count("halfscope: error: MPI rank 1: HALFSCOPE_FAULT_RANK=1: fault "
+                              "injected on MPI rank 1") == 1, r.stderr
+    assert out.read_bytes() == b"an earlier result"
+    assert found.read_bytes() == b"earlier detections"
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith(".")) == []  # no temporaries
+
+
+def test_devices_over_ranks_is_refused_once_with_status_2(inputs):
+    d, common = inputs
+    r = run(["mfilter", *common, "-o", d / "never.npy", "--devices", "0"], ranks=2)
+    assert r.returncode == 2
+    assert r.stderr.count("expected no --devices") == 1, r.stderr
+    assert not (d / "never.npy").exists()

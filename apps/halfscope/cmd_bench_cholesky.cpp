@@ -37,6 +37,7 @@ struct TorBenchArgs {
   std::int64_t tile = 0, max_fp64_n = 50000;
   int repeats = 3, layers = 10;
   bool no_cusolver = false;
+  std::vector<int> devices;
 };
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -170,6 +171,7 @@ void run_tor_bench(const TorBenchArgs& a, const Globals& g) {
   o.layers = a.layers;
   o.max_fp64_n = a.max_fp64_n;
   o.tiptilt = ao::parse_tiptilt_method(a.tiptilt, "--tiptilt");
+  o.devices = a.devices;
   o.cusolver = !a.no_cusolver;
   o.device = device_of(a.device, "bench tor");
   o.progress = [&g](const std::string& m) { info(g, m); };
@@ -213,7 +215,8 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
   cmd->add_option("--systems", a->systems, "presets whose whole Cmm is factored (check: n = 912)");
   cmd->add_option("--devices", a->devices,
                   "CUDA devices to factor on, comma-separated (tile columns dealt round-robin; "
-                  "the input is generated on the first)")
+                  "the input is generated on the current device, device 0 unless "
+                  "CUDA_VISIBLE_DEVICES says otherwise)")
       ->delimiter(',');
   cmd->add_option("--error-tiles", a->error_tiles,
                   "tiles checked for the FP64 backward error (0: all, exact)")
@@ -232,6 +235,10 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
   tor->add_option("--max-fp64-n", t->max_fp64_n,
                   "largest n scored against the FP64 reconstructor (dense FP64 n x n)")
       ->capture_default_str();
+  tor->add_option("--devices", t->devices,
+                  "CUDA devices of the reconstructor, comma-separated (factorization columns and "
+                  "solve rows spread over them; covariances generated on the first)")
+      ->delimiter(',');
   tor->add_option("--tiptilt", t->tiptilt,
                   "LGS tip-tilt constants: woodbury or direct (ao reconstructor --help)")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 // job (MPI_Abort) instead of leaving the other ranks waiting.
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -50,7 +51,8 @@ void check_ranks(const CLI::App& app, const Globals& g) {
   for (const char* aware : kMpiAware)
     if (path == aware) return;
   every_rank_fails = true;
-  throw halfscope::InvalidInput("halfscope " + path + " does not run over MPI ranks (this job has " +
+  throw halfscope::InvalidInput("halfscope " + path +
+                                " does not run over MPI ranks (this job has " +
                                 std::to_string(g.ranks) +
                                 "); run it without mpirun, or use an MPI-aware subcommand: "
                                 "mfilter, cholesky, ao reconstructor");
@@ -60,7 +62,7 @@ void check_ranks(const CLI::App& app, const Globals& g) {
 // met ends every rank (an agreed one, which every rank throws, is printed once, by rank 0).
 int fail(const Globals& g, const std::string& message, int status) {
 #if HALFSCOPE_HAS_MPI
-  if (g.ranks > 1 && !every_rank_fails && !halfscope::mpi::failure_was_agreed())
+  if (g.ranks > 1 && !every_rank_fails && !halfscope::mpi::failure_was_agreed(message))
     halfscope::mpi::abort_job(message, status);
 #endif
   if (g.rank == 0) std::cerr << "halfscope: error: " << message << "\n";
@@ -86,6 +88,16 @@ int main(int argc, char** argv) {
     std::cerr << "halfscope: error: " << e.what() << "\n";
     return 1;
   }
+#else
+  // Without MPI, N copies started by a launcher would each run the whole job and write the same
+  // outputs: refuse (once is not possible: every copy says it).
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* size = std::getenv(name); size != nullptr && std::atoi(size) > 1) {
+      std::cerr << "halfscope: error: started by an MPI launcher with " << size
+                << " ranks, but this build of halfscope has no MPI (rebuild with "
+                   "HALFSCOPE_WITH_MPI=ON and Open MPI installed)\n";
+      return 2;
+    }
 #endif
   CLI::App app{"halfscope " HALFSCOPE_VERSION
                ": mixed-precision kernels of observational science on tensor cores and CPUs",

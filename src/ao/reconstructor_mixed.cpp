@@ -123,15 +123,21 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
   }
   out.covariance_ms = timer.stop_ms();
 
+  if (!options.devices.empty() && out.device != DeviceKind::Cuda)
+    throw InvalidInput(
+        "tomographic_reconstructor: devices: expected the CUDA device, found the "
+        "CPU device");
   linalg::CholeskyOptions factor;
   factor.policy = options.policy;
   factor.recover = options.recover;
+  factor.devices = options.devices;
   timer.start();
   out.factor = linalg::cholesky_tiles(cmm, factor);
   out.factor_ms = timer.stop_ms();
 
   linalg::SolveOptions solve;
   solve.policy = options.solve_policy;
+  solve.devices = options.devices;
   timer.start();
   out.solve = linalg::solve_right(cmm, rhs, solve);
   detail::apply_tiptilt_correction(rhs, m, groups);

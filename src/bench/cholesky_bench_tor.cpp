@@ -1,6 +1,7 @@
 // `halfscope bench tor` (include/halfscope/bench/cholesky_bench.hpp): the tomographic
 // reconstructor R = Ctm Cmm^-1 per precision policy (study 002 Figs. 5-7), scored against the
 // FP64 reconstructor, next to cuSOLVER's FP32 spotrf + spotrs in the same run.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -85,12 +86,14 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   c.precision = text;
   c.params["solve_policy"] = o.solve_policy;
   c.params["tile"] = nb;
+  c.params["devices"] = static_cast<std::int64_t>(std::max<std::size_t>(o.devices.size(), 1));
   ao::ReconstructorOptions ro;
   ro.policy = linalg::parse_policy(text);
   ro.solve_policy = linalg::parse_policy(o.solve_policy);
   ro.tile = nb;
   ro.device = gpu ? DeviceKind::Cuda : DeviceKind::Cpu;
   ro.tiptilt = o.tiptilt;
+  ro.devices = o.devices;
   c.params["tiptilt"] = std::string(ao::tiptilt_method_name(o.tiptilt));
   std::vector<double> factor_solve, factor, solve, with_generation;
   ao::Reconstructor rec;

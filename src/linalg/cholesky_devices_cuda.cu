@@ -258,6 +258,18 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
   const auto g = static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), nt));
   if (home >= g) home = -1;  // the caller's device got no columns: copy the factor back to it
   std::vector<std::unique_ptr<Part>> parts;
+  // Declared after `parts`, so destroyed first: on an exception every device's streams finish
+  // before any part's memory goes (a peer copy queued on one device may read another's copy).
+  struct DrainAll {
+    std::vector<std::unique_ptr<Part>>& parts;
+    ~DrainAll() {
+      for (const auto& part : parts) {
+        if (cudaSetDevice(part->device) != cudaSuccess) (void)cudaGetLastError();
+        for (const auto& s : {part->p.get(), part->u.get()})
+          if (s && cudaStreamSynchronize(s->get()) != cudaSuccess) (void)cudaGetLastError();
+      }
+    }
+  } drain_all{parts};
   for (std::int64_t i = 0; i < g; ++i) {
     parts.push_back(std::make_unique<Part>());
     parts.back()->device = devices[static_cast<std::size_t>(i)];

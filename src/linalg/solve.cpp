@@ -9,6 +9,7 @@
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/solve_cpu.hpp"
+#include "linalg/solve_devices.hpp"
 #include "linalg/solve_internal.hpp"
 
 #if HALFSCOPE_WITH_CUDA
@@ -116,7 +117,10 @@ SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& optio
     throw InvalidInput("solve_right: b: every entry must be finite, found a non-finite one at " +
                        position(bad, n));
   const std::vector<GemmVariant> variants = detail::factor_variants(l, options.policy);
-  detail::solve_rows(l, b, variants);
+  if (options.devices.empty())
+    detail::solve_rows(l, b, variants);
+  else
+    detail::solve_rows_devices(l, b, variants, options.devices);
   // A finite B can still give an inf (an FP32 overflow of a nearly singular factor's solve):
   // loud, never silent.
   if (const std::int64_t bad = detail::first_non_finite(b); bad >= 0)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <utility>
 
@@ -21,10 +22,12 @@ void check(int code, const char* call) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw Error(std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+  throw Error(std::string(call) +
+              " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
 
-thread_local bool agreed_failure = false;
+// The message of the last error `agree` threw on this thread (failure_was_agreed).
+thread_local std::string agreed_message;
 
 // The halfscope error kinds that travel between ranks; the order is the wire format.
 enum class Kind : std::int64_t { error, invalid_input, io, unsupported, cuda, numerical, not_pd };
@@ -54,15 +57,22 @@ std::pair<Kind, std::string> classify(const std::exception_ptr& e) {
 }
 
 [[noreturn]] void throw_kind(Kind kind, const std::string& message) {
-  agreed_failure = true;
+  agreed_message = message;
   switch (kind) {
-    case Kind::invalid_input: throw InvalidInput(message);
-    case Kind::io: throw IoError(message);
-    case Kind::unsupported: throw Unsupported(message);
-    case Kind::cuda: throw CudaError(message);
-    case Kind::numerical: throw NumericalError(message);
-    case Kind::not_pd: throw NotPositiveDefinite(message);
-    case Kind::error: break;
+    case Kind::invalid_input:
+      throw InvalidInput(message);
+    case Kind::io:
+      throw IoError(message);
+    case Kind::unsupported:
+      throw Unsupported(message);
+    case Kind::cuda:
+      throw CudaError(message);
+    case Kind::numerical:
+      throw NumericalError(message);
+    case Kind::not_pd:
+      throw NotPositiveDefinite(message);
+    case Kind::error:
+      break;
   }
   throw Error(message);
 }
@@ -139,7 +149,9 @@ Comm Comm::split(int color, int key) const {
   return Comm(out, true);
 }
 
-void Comm::barrier() const { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+void Comm::barrier() const {
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 void Comm::broadcast_bytes(void* data, std::int64_t bytes, int root) const {
   auto* p = static_cast<char*>(data);
@@ -172,22 +184,26 @@ void Comm::receive_bytes(void* data, std::int64_t bytes, int peer, int tag) cons
           "MPI_Recv");
 }
 
+// Element-wise reductions in pieces of at most INT_MAX elements (MPI counts are ints).
+template <class T>
+void allreduce(std::span<T> values, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  constexpr std::size_t kMax = static_cast<std::size_t>(std::numeric_limits<int>::max());
+  for (std::size_t at = 0; at < values.size(); at += kMax)
+    check(MPI_Allreduce(MPI_IN_PLACE, values.data() + at,
+                        static_cast<int>(std::min(kMax, values.size() - at)), type, op, comm),
+          "MPI_Allreduce");
+}
+
 void Comm::sum(std::span<double> values) const {
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                      MPI_SUM, comm_),
-        "MPI_Allreduce");
+  allreduce(values, MPI_DOUBLE, MPI_SUM, comm_);
 }
 
 void Comm::sum(std::span<std::int64_t> values) const {
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T,
-                      MPI_SUM, comm_),
-        "MPI_Allreduce");
+  allreduce(values, MPI_INT64_T, MPI_SUM, comm_);
 }
 
 void Comm::max(std::span<std::int64_t> values) const {
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T,
-                      MPI_MAX, comm_),
-        "MPI_Allreduce");
+  allreduce(values, MPI_INT64_T, MPI_MAX, comm_);
 }
 
 double Comm::sum(double value) const {
@@ -205,10 +221,12 @@ std::int64_t Comm::max(std::int64_t value) const {
   return value;
 }
 
-std::int64_t Comm::min(std::int64_t value) const { return -max(-value); }
+std::int64_t Comm::min(std::int64_t value) const {
+  return -max(-value);
+}
 
 std::vector<std::vector<std::byte>> Comm::gather_bytes(std::span<const std::byte> mine,
-                                                        int root) const {
+                                                       int root) const {
   // Sizes first, then each rank's payload point to point (64-bit lengths, any total size).
   std::vector<std::int64_t> sizes(static_cast<std::size_t>(size_), 0);
   sizes[static_cast<std::size_t>(rank_)] = static_cast<std::int64_t>(mine.size());
@@ -234,11 +252,10 @@ std::vector<std::vector<std::byte>> Comm::gather_bytes(std::span<const std::byte
 namespace detail {
 
 void settle(const Comm& comm, std::exception_ptr error) {
-  agreed_failure = false;
   const std::int64_t first = comm.min(error ? comm.rank() : comm.size());
   if (first == comm.size()) return;
-  auto [kind, message] = error && first == comm.rank() ? classify(error)
-                                                       : std::pair<Kind, std::string>{};
+  auto [kind, message] =
+      error && first == comm.rank() ? classify(error) : std::pair<Kind, std::string>{};
   std::int64_t code = static_cast<std::int64_t>(kind);
   comm.broadcast(std::span<std::int64_t>(&code, 1), static_cast<int>(first));
   message = comm.broadcast_string(message, static_cast<int>(first));
@@ -247,7 +264,9 @@ void settle(const Comm& comm, std::exception_ptr error) {
 
 }  // namespace detail
 
-bool failure_was_agreed() noexcept { return agreed_failure; }
+bool failure_was_agreed(std::string_view message) noexcept {
+  return !agreed_message.empty() && message == agreed_message;
+}
 
 void abort_job(const std::string& message, int status) noexcept {
   int rank = 0, size = 1;

@@ -62,13 +62,16 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, c
   static constexpr std::array<const char*, kFields> kNames{
       "templates",     "channels",      "template samples", "data samples", "step",
       "normalization", "network stack", "method",           "precision"};
-  for (std::size_t i = 0; i < kFields; ++i)
-    if (extremes[i] != -extremes[kFields + i])
-      throw InvalidInput(std::string(what) +
-                         ": the MPI ranks prepared different calls: " + kNames[i] + " from " +
-                         str(-extremes[kFields + i]) + " to " + str(extremes[i]) +
-                         "; expected the same inputs and options on every rank (and the same "
-                         "resolved method and precision: a GPU on every rank or on none)");
+  // Every rank sees the same extremes, hence throws alike: agreed, so the CLI reports it once.
+  agree(comm, [&] {
+    for (std::size_t i = 0; i < kFields; ++i)
+      if (extremes[i] != -extremes[kFields + i])
+        throw InvalidInput(std::string(what) +
+                           ": the MPI ranks prepared different calls: " + kNames[i] + " from " +
+                           str(-extremes[kFields + i]) + " to " + str(extremes[i]) +
+                           "; expected the same inputs and options on every rank (and the same "
+                           "resolved method and precision: a GPU on every rank or on none)");
+  });
   return p;
 }
 

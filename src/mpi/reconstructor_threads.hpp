@@ -20,14 +20,15 @@ namespace halfscope::mpi::detail {
 class HostThreadShare {
  public:
   explicit HostThreadShare(const Comm& comm) : previous_(omp_get_max_threads()) {
-    if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+    // The split is collective: every rank makes it, whatever its environment says.
     MPI_Comm host = MPI_COMM_NULL;
     if (MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &host) !=
         MPI_SUCCESS)
-      return;
+      abort_job("MPI_Comm_split_type failed: cannot tell the ranks of this host apart", 1);
     int on_host = 1;
     const int code = MPI_Comm_size(host, &on_host);
     MPI_Comm_free(&host);
+    if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
     if (code == MPI_SUCCESS) omp_set_num_threads(std::max(1, omp_get_num_procs() / on_host));
   }
   ~HostThreadShare() { omp_set_num_threads(previous_); }

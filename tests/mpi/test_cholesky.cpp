@@ -198,7 +198,7 @@ TEST(MpiCholesky, NonPositivePivotFailsOnEveryRankNamingTheTile) {
       } catch (const NotPositiveDefinite& e) {
         // The one-process message (the last attempt's, with recover).
         EXPECT_EQ(without_rank(e), want.error);
-        EXPECT_TRUE(failure_was_agreed());
+        EXPECT_TRUE(failure_was_agreed(e.what()));
       }
     }
   }

@@ -73,16 +73,17 @@ TEST(MpiComm, AgreeRaisesTheLowestFailingRanksErrorEverywhere) {
     EXPECT_EQ(std::string(e.what()), "MPI rank " + std::to_string(failing) +
                                          ": input.npy: expected 3 dimensions, found " +
                                          std::to_string(failing));
-    EXPECT_TRUE(failure_was_agreed());
+    EXPECT_TRUE(failure_was_agreed(e.what()));
+    EXPECT_FALSE(failure_was_agreed("another error"));
   }
   // A failure of another kind keeps its kind; success passes on every rank.
   EXPECT_THROW(agree(world,
                      [&] {
-                       if (world.rank() == world.size() - 1) throw NotPositiveDefinite("tile (2, 2)");
+                       if (world.rank() == world.size() - 1)
+                         throw NotPositiveDefinite("tile (2, 2)");
                      }),
                NotPositiveDefinite);
   EXPECT_NO_THROW(agree(world, [] {}));
-  EXPECT_FALSE(failure_was_agreed());
 }
 
 }  // namespace

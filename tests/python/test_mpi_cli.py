@@ -123,3 +123,14 @@ def test_devices_over_ranks_is_refused_once_with_status_2(inputs):
     assert r.returncode == 2
     assert r.stderr.count("expected no --devices") == 1, r.stderr
     assert not (d / "never.npy").exists()
+
+
+def test_subcommands_without_mpi_support_refuse_several_ranks(tmp_path):
+    """A subcommand that would run whole on every rank (each writing the same outputs) is refused
+    on 2 ranks: one message, exit status 2, no output."""
+    out = tmp_path / "k.npy"
+    r = run(["simulate", "gaussian-kernel", "--width", "5", "-o", out], ranks=2)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("does not run over MPI ranks") == 1, r.stderr
+    assert "mfilter, cholesky, ao reconstructor" in r.stderr
+    assert not out.exists()

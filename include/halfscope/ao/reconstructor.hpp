@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "halfscope/ao/system.hpp"
 #include "halfscope/core/array.hpp"
@@ -36,6 +37,11 @@ struct ReconstructorOptions {
   DeviceKind device = DeviceKind::Auto;
   Memory result_memory = Memory::host;  // where R is returned (device keeps it on the GPU)
   TiptiltMethod tiptilt = TiptiltMethod::woodbury;  // see TiptiltMethod
+  /// CUDA devices of this host (device cuda only; empty: the current device): Cmm and Ctm are
+  /// generated on the current device, the factorization deals its tile columns over the listed
+  /// devices (CholeskyOptions::devices) and the solves split the rows of Ctm over them
+  /// (SolveOptions::devices).
+  std::vector<int> devices{};
 };
 
 /// The reconstructor and what building it took.

@@ -64,7 +64,7 @@ struct CholBenchOptions {
   int layers = 10;                // atmosphere profile of the presets (10 or 60)
   /// CUDA devices the policies' factorizations run on (CholeskyOptions::devices; empty: the
   /// current device); the input is generated on the current device, the cuSOLVER peers run there.
-  std::vector<int> devices;
+  std::vector<int> devices{};
   std::function<void(const std::string&)> progress;
 };
 
@@ -88,6 +88,8 @@ struct TorBenchOptions {
   std::int64_t max_fp64_n = 50000;
   int layers = 10;
   double wavelength_m = 1.65e-6;
+  /// CUDA devices of the reconstructor (ReconstructorOptions::devices; empty: the current one).
+  std::vector<int> devices{};
   std::function<void(const std::string&)> progress;
 };
 

@@ -27,7 +27,7 @@ struct CholeskyOptions {
   /// result is the factor of one device (the same arithmetic per tile; cuBLAS may pick other
   /// kernels for other batch sizes, so agreement is within the GEMM variants' rounding). Every
   /// listed device holds a copy of the whole layout (n^2 / 2 floats) besides its scratch.
-  std::vector<int> devices;
+  std::vector<int> devices{};
 };
 
 /// What a factorization did.

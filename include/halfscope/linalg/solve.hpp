@@ -21,6 +21,10 @@ struct SolveOptions {
   /// they read (queried with the Frobenius norms of L's tiles and of L). Diagonal tiles are solved
   /// by FP32 TRSM. Default uniform:SP; study 002 runs HP1 here.
   Policy policy;
+  /// CUDA devices of this host to split the rows of B over (empty: the factor's device). The
+  /// factor's device solves its rows in place; every other device solves a copy of its rows with
+  /// a copy of L (peer to peer), the same arithmetic per row. L and B on one device.
+  std::vector<int> devices{};
 };
 
 /// What a solve did.

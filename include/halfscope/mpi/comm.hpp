@@ -15,6 +15,7 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -123,9 +124,10 @@ void agree(const Comm& comm, F&& step) {
   detail::settle(comm, error);
 }
 
-/// Whether the exception this thread is handling was thrown by `agree` (every rank throws it, so
-/// only rank 0 needs to report it and every rank can end normally).
-[[nodiscard]] bool failure_was_agreed() noexcept;
+/// Whether the error with this message (what()) was thrown by `agree` on this thread (every rank
+/// throws it, so only rank 0 needs to report it and every rank can end normally). Keyed by the
+/// message, so an agreed error caught earlier never vouches for a later one.
+[[nodiscard]] bool failure_was_agreed(std::string_view message) noexcept;
 
 /// Ends the whole job from a rank that failed outside `agree`: prints "halfscope: error: MPI rank
 /// r of n: <message>" on stderr and calls MPI_Abort with `status`, which the launcher turns into

@@ -11,7 +11,8 @@
 // ranks (or on request). A time part computes its windows from a slice of the prepared data that
 // starts on a restart of the FP64 running window energies, so on the CPU every element equals the
 // one-process call bit for bit in double, single, mixed, split and bf16 (half normalizes by the
-// maxima of the whole call, so its parts differ within half's rounding). Errors are agreed: a
+// maxima of its block's templates and data, not the whole call's, so its parts differ within
+// half's rounding). Errors are agreed: a
 // failure on any rank makes every rank throw the lowest failing rank's error (mpi::agree).
 #pragma once
 

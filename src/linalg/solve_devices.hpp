@@ -1,0 +1,21 @@
+// solve_right over several CUDA devices of one host (internal header; solve_devices.cpp).
+#pragma once
+
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/array.hpp"
+#include "halfscope/linalg/policy.hpp"
+#include "halfscope/linalg/tiles.hpp"
+
+namespace halfscope::linalg::detail {
+
+/// X A = B in place for the checked r x n rows `b`, split into contiguous row blocks over
+/// `devices` (validated indices): the factor's device solves its block in place, every other
+/// device a copy of its block with a copy of `l` (peer to peer), written back. `l` and `b` on
+/// the same device (InvalidInput otherwise). The first failing block's error is rethrown after
+/// every device has finished. Unsupported in a build without CUDA.
+void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants,
+                        const std::vector<int>& devices);
+
+}  // namespace halfscope::linalg::detail

@@ -1,0 +1,111 @@
+// solve_right over several CUDA devices (SolveOptions::devices, src/linalg/solve_devices.cpp):
+// rows of B split over the devices, each with its copy of L, against the one-device solve. On a
+// one-GPU machine the device is listed twice and three times (the same copies and threads).
+//
+// Bound (gpu_solve.cpp): each solve is within 2 kappa 3 e of the exact solution, e = (gamma_{n+1}
+// (2^-24) + the variant's term) trace(A) / ||A||_F, so two solves differ by at most twice that
+// (cuBLAS may pick other kernels for fewer rows, so bit-identity is not promised).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
+#include "halfscope/linalg/cholesky.hpp"
+#include "halfscope/linalg/solve.hpp"
+#include "solve_test_support.hpp"
+#include "test_support.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace halfscope::linalg {
+namespace {
+
+#if HALFSCOPE_WITH_CUDA
+
+const double kRho = std::exp(-1.0 / 32.0);
+const double kKappaBound = (1 + kRho) / (1 - kRho);
+
+std::vector<std::vector<int>> device_lists() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return {};
+  if (count == 1) return {{0, 0}, {0, 0, 0}};
+  std::vector<int> all;
+  for (int d = 0; d < count; ++d) all.push_back(d);
+  return {all, {count - 1, 0}};
+}
+
+TEST(GpuSolveDevices, RowsSplitOverDevicesAgreeWithOneDevice) {
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 300, nb = 64;
+  const std::vector<double> a = test::kms(n, kRho, 1.0);
+  double trace = 0, norm = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    trace += a[static_cast<std::size_t>(i * n + i)];
+    for (std::int64_t j = 0; j < n; ++j)
+      norm += a[static_cast<std::size_t>(i * n + j)] * a[static_cast<std::size_t>(i * n + j)];
+  }
+  for (const std::string policy : {"uniform:SP", "uniform:HP1"}) {
+    TileMatrix l = test::tiled(a, n, nb, Memory::device);
+    (void)cholesky_tiles(l, CholeskyOptions{});
+    SolveOptions options;
+    options.policy = parse_policy(policy);
+    const GemmVariant v = policy == "uniform:SP" ? GemmVariant::SP : GemmVariant::HP1;
+    const double e = (test::gamma(n + 1, std::ldexp(1.0, -24)) + test::variant_term(v, n)) * trace /
+                     std::sqrt(norm);
+    for (const std::int64_t r : {std::int64_t{7}, std::int64_t{1}}) {
+      std::mt19937 rng(static_cast<unsigned>(r));
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> values(static_cast<std::size_t>(r * n));
+      for (float& x : values) x = u(rng);
+      const Array b = Array::from_values<float>(values, {r, n}).to(Memory::device);
+      Array one = b.clone();
+      (void)solve_right(l, one, options);
+      const Array ref = one.to(Memory::host);
+      for (const auto& devices : device_lists()) {
+        options.devices = devices;
+        Array many = b.clone();
+        const SolveReport report = solve_right(l, many, options);
+        options.devices.clear();
+        const Array got = many.to(Memory::host);
+        double num = 0, den = 0;
+        for (std::int64_t k = 0; k < r * n; ++k) {
+          const double d = static_cast<double>(got.data_as<float>()[k]) - ref.data_as<float>()[k];
+          num += d * d;
+          den += static_cast<double>(ref.data_as<float>()[k]) * ref.data_as<float>()[k];
+        }
+        EXPECT_LE(std::sqrt(num / den), 2 * (2 * kKappaBound * 3 * e))
+            << policy << " r=" << r << " on " << devices.size() << " devices";
+        EXPECT_EQ(report.count(v), (n / nb + 1) * (n / nb) / 2) << policy;
+      }
+    }
+  }
+}
+
+TEST(GpuSolveDevices, HostMemoryAndUnknownDevicesAreInvalidInput) {
+  HS_REQUIRE_GPU();
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  const std::vector<double> a = test::kms(64, kRho, 1.0);
+  TileMatrix l = test::tiled(a, 64, 16, Memory::device);
+  (void)cholesky_tiles(l, CholeskyOptions{});
+  SolveOptions options;
+  options.devices = {0, count};
+  Array b = Array::from_values<float>(std::vector<float>(64, 1.0f), {1, 64}).to(Memory::device);
+  EXPECT_THROW((void)solve_right(l, b, options), InvalidInput);
+  TileMatrix host = test::tiled(a, 64, 16, Memory::host);
+  (void)cholesky_tiles(host, CholeskyOptions{});
+  Array hb = Array::from_values<float>(std::vector<float>(64, 1.0f), {1, 64});
+  options.devices = {0};
+  EXPECT_THROW((void)solve_right(host, hb, options), InvalidInput);
+}
+
+#endif
+
+}  // namespace
+}  // namespace halfscope::linalg

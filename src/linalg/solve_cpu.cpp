@@ -26,9 +26,7 @@
 #endif
 
 namespace halfscope::linalg::detail {
-namespace {
 
-// B (m x cols, ldb) := op(L)^-1 B, L the m x m lower triangle of a diagonal tile (FP32).
 void trsm_left_lower(bool transpose, std::int64_t m, std::int64_t cols, const float* l,
                      std::int64_t ldl, float* b, std::int64_t ldb) {
 #if HALFSCOPE_HAS_BLAS
@@ -54,6 +52,8 @@ void trsm_left_lower(bool transpose, std::int64_t m, std::int64_t cols, const fl
   }
 #endif
 }
+
+namespace {
 
 // Both substitutions on the right-hand sides [c0, c0 + cols) (columns of B^T).
 void substitute(const TileMatrix& l, float* b, std::int64_t cols,

@@ -21,6 +21,12 @@ namespace halfscope::linalg::detail {
 void solve_right_cpu(const TileMatrix& l, float* b, std::int64_t r,
                      const std::vector<GemmVariant>& variants);
 
+/// B (m x cols, column-major, ldb) := op(L)^-1 B, L the m x m lower triangle of a diagonal tile
+/// (FP32, ld ldl): cblas_strsm, or a loop without BLAS. Shared by the MPI solve (src/mpi/solve.cpp)
+/// so that its diagonal solves match these bit for bit.
+void trsm_left_lower(bool transpose, std::int64_t m, std::int64_t cols, const float* l,
+                     std::int64_t ldl, float* b, std::int64_t ldb);
+
 /// Frobenius norms of the factor's tiles as the solve policy sees them, indexed i * NT + j: the
 /// whole tile for i > j, the lower triangle (with the diagonal) for i == j; the last entry
 /// (index NT * NT) is ||L||_F. Host tiles.

@@ -22,43 +22,13 @@
 #include "linalg/solve_cpu.hpp"
 #include "mpi/reconstructor_threads.hpp"
 
-#if HALFSCOPE_HAS_BLAS
-#include <cblas.h>
-#endif
-
 namespace halfscope::mpi {
 namespace {
 
 using linalg::GemmVariant;
 using linalg::detail::Op;
 
-// B (m x cols, ldb) := op(L)^-1 B, L the m x m lower triangle of a diagonal tile (FP32): the
-// same call (or loop without BLAS) as solve_cpu.cpp's, so the diagonal solves match bit for bit.
-void trsm_left_lower(bool transpose, std::int64_t m, std::int64_t cols, const float* l,
-                     std::int64_t ldl, float* b, std::int64_t ldb) {
-#if HALFSCOPE_HAS_BLAS
-  cblas_strsm(CblasColMajor, CblasLeft, CblasLower, transpose ? CblasTrans : CblasNoTrans,
-              CblasNonUnit, static_cast<int>(m), static_cast<int>(cols), 1.0f, l,
-              static_cast<int>(ldl), b, static_cast<int>(ldb));
-#else
-  for (std::int64_t c = 0; c < cols; ++c) {
-    float* x = b + c * ldb;
-    if (!transpose) {
-      for (std::int64_t i = 0; i < m; ++i) {
-        float s = x[i];
-        for (std::int64_t p = 0; p < i; ++p) s -= l[i + p * ldl] * x[p];
-        x[i] = s / l[i + i * ldl];
-      }
-    } else {
-      for (std::int64_t i = m - 1; i >= 0; --i) {
-        float s = x[i];
-        for (std::int64_t p = i + 1; p < m; ++p) s -= l[p + i * ldl] * x[p];
-        x[i] = s / l[i + i * ldl];
-      }
-    }
-  }
-#endif
-}
+using linalg::detail::trsm_left_lower;  // solve_cpu.cpp's, so diagonal solves match it
 
 // The solve policy's variants from the tile norms of L: each owner computes its tiles' norms as
 // factor_norms_cpu does, one sum over the ranks collects them (the other ranks add zeros, which

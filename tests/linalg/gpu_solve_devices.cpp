@@ -31,14 +31,7 @@ namespace {
 const double kRho = std::exp(-1.0 / 32.0);
 const double kKappaBound = (1 + kRho) / (1 - kRho);
 
-std::vector<std::vector<int>> device_lists() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return {};
-  if (count == 1) return {{0, 0}, {0, 0, 0}};
-  std::vector<int> all;
-  for (int d = 0; d < count; ++d) all.push_back(d);
-  return {all, {count - 1, 0}};
-}
+using test::device_lists;
 
 TEST(GpuSolveDevices, RowsSplitOverDevicesAgreeWithOneDevice) {
   HS_REQUIRE_GPU();

@@ -27,6 +27,9 @@
 #include <vector>
 
 #include "halfscope/config.hpp"
+#if HALFSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "halfscope/linalg/cholesky.hpp"
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
@@ -163,5 +166,19 @@ inline const std::vector<std::string>& builtin_policies() {
       "band:SP=1,HP3=rest", "adaptive:tol=1e-6", "adaptive:tol=1e-3"};
   return p;
 }
+
+#if HALFSCOPE_WITH_CUDA
+/// Device lists of the multi-GPU tests (gpu_*_devices.cpp): every device of the host and the last
+/// with the first, or on a one-GPU machine device 0 listed two and three times (separate copies,
+/// the same peer copies, events and threads).
+inline std::vector<std::vector<int>> device_lists() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return {};
+  if (count == 1) return {{0, 0}, {0, 0, 0}};
+  std::vector<int> all;
+  for (int d = 0; d < count; ++d) all.push_back(d);
+  return {all, {count - 1, 0}};
+}
+#endif
 
 }  // namespace halfscope::linalg::test

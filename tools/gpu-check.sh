@@ -26,6 +26,8 @@
 #   <date>-<gpu>-python.json     the Python package against CuPy / PyTorch / SciPy
 #                                (HALFSCOPE_BENCH_PYTHON=full|quick|off, default full)
 #   <date>-<gpu>-xN-mfilter-devices.json  matched filtering over the N GPUs of the host
+#   <date>-<gpu>-xN-{cholesky,tor}-eelt-devicesK.json  the E-ELT factorization and reconstructor
+#                                on K = 1, 2, 4 ... of them
 #                                (HALFSCOPE_BENCH_DEVICES=full|off; only with 2 GPUs or more)
 # Knobs (environment): HALFSCOPE_CHECK_ALL=0 runs only the GPU tests; HALFSCOPE_BENCH_CEILINGS=0
 # reuses the recorded ceilings; HALFSCOPE_BENCH_CONV / HALFSCOPE_BENCH_MFILTER / HALFSCOPE_BENCH_AO /
@@ -343,6 +345,23 @@ if [ -x "$cli" ]; then
       other_failed=1
       tail -5 "$log" | tee -a "$summary"
     fi
+    # The E-ELT factorization and reconstructor on 1, 2, 4 ... of the host's GPUs.
+    for n in 1 2 4 8; do
+      [ "$n" -le "$gpu_count" ] || break
+      list="$(seq -s, 0 $((n - 1)))"
+      base="$results/$(date -u +%Y-%m-%d)-${slug:-device}-x${gpu_count}"
+      if step "bench cholesky devices $n" "$log" "$cli" bench cholesky --sizes 100368 --repeats 5 \
+          --policies "uniform:SP;band:SP=1,HP1=rest" --no-cusolver --devices "$list" \
+          -o "$base-cholesky-eelt-devices$n.json" &&
+        step "bench tor devices $n" "$log" "$cli" bench tor --systems eelt --repeats 2 \
+          --policies "band:SP=1,HP1=rest" --no-cusolver --devices "$list" \
+          -o "$base-tor-eelt-devices$n.json"; then
+        note "devices bench: $base-{cholesky,tor}-eelt-devices$n.json"
+      else
+        other_failed=1
+        tail -5 "$log" | tee -a "$summary"
+      fi
+    done
   fi
 
   # The Python package (issue 8): HALFSCOPE_BENCH_PYTHON=full (default) | quick (5 repeats) |

@@ -1,6 +1,7 @@
 // The MPI layer itself (halfscope/mpi/comm.hpp): collectives against values every rank can
-// compute alone, payloads past MPI's int counts in pieces, and error agreement: a failure on one
-// rank reaches every rank with its type and the failing rank's message, never a hang.
+// compute alone, variable-length gathers, and error agreement: a failure on one rank reaches
+// every rank with its type and the failing rank's message, never a hang. (The pieces in which
+// payloads past MPI's int counts travel are not exercised: that needs over 2 GiB per rank.)
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -91,6 +91,9 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
     throw InvalidInput(
         "tomographic_reconstructor: result_memory: device memory needs the CUDA device, found "
         "the CPU device");
+  if (!options.devices.empty() && out.device != DeviceKind::Cuda)
+    throw InvalidInput(
+        "tomographic_reconstructor: devices: expected the CUDA device, found the CPU device");
   const Memory memory = out.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   // FP32 covariances (every element computed in FP64, rounded once), noise on: without it Cmm is
   // only semi-definite.
@@ -123,10 +126,6 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
   }
   out.covariance_ms = timer.stop_ms();
 
-  if (!options.devices.empty() && out.device != DeviceKind::Cuda)
-    throw InvalidInput(
-        "tomographic_reconstructor: devices: expected the CUDA device, found the "
-        "CPU device");
   linalg::CholeskyOptions factor;
   factor.policy = options.policy;
   factor.recover = options.recover;

@@ -45,6 +45,9 @@ void check_options(const Comm& comm, const ao::ReconstructorOptions& options) {
     throw Unsupported(
         "mpi::tomographic_reconstructor: result_memory: expected host memory (CPU ranks), found "
         "device");
+  if (!options.devices.empty())
+    throw Unsupported("mpi::tomographic_reconstructor: devices: CPU ranks use no GPU, found " +
+                      std::to_string(options.devices.size()) + " device(s) listed");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // that finish keep the SP Strehl).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "halfscope/core/error.hpp"
 #include "reconstructor_mixed_checks.hpp"
 
@@ -49,6 +51,16 @@ TEST(ReconstructorMixed, BadTileIsInvalidInput) {
   options.tile = 64;
   options.result_memory = Memory::device;
   EXPECT_THROW((void)tomographic_reconstructor(ao_preset("check"), options), InvalidInput);
+  // GPUs listed for a CPU run: refused before any covariance is generated.
+  options.result_memory = Memory::host;
+  options.devices = {0};
+  try {
+    (void)tomographic_reconstructor(ao_preset("check"), options);
+    ADD_FAILURE() << "no InvalidInput";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("devices: expected the CUDA device"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -40,15 +40,6 @@ GemmVariant promote(GemmVariant v) {
   return v;
 }
 
-std::string tile_label(std::int64_t i, std::int64_t j) {
-  std::string text("(");  // piecewise: GCC 12's -Wrestrict misfires on "(" + to_string(...)
-  text += std::to_string(i);
-  text += ", ";
-  text += std::to_string(j);
-  text += ")";
-  return text;
-}
-
 // Promotes the tiles of the failing region and describes the change; false when none could be
 // promoted. A failed pivot at (k, k) depends on every tile (i, j) with j < i <= k (its
 // dependency cone); an overflow in the GEMM updating (i, j) on that tile's variant alone.
@@ -96,12 +87,12 @@ bool detail::promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt
     for (std::int64_t i = f.oi + 1; i < nt; ++i)
       if (half(variants[static_cast<std::size_t>(i * nt + f.oi)])) move(i, f.oi, GemmVariant::SP);
     if (moves.empty()) return false;
-    change = "promoted the FP16 consumers of operand tile L" + tile_label(f.oi, f.ok) + ":";
+    change = "promoted the FP16 consumers of operand tile L" + detail::tile_text(f.oi, f.ok) + ":";
   } else if (f.part == detail::FailedPart::c_entry &&
              (variants[static_cast<std::size_t>(f.i * nt + f.j)] == GemmVariant::HP2 ||
               variants[static_cast<std::size_t>(f.i * nt + f.j)] == GemmVariant::HP3)) {
     move(f.i, f.j, GemmVariant::HP1);
-    change = "promoted tile " + tile_label(f.i, f.j) + " (C entry beyond FP16):";
+    change = "promoted tile " + detail::tile_text(f.i, f.j) + " (C entry beyond FP16):";
   } else {
     return promote_region(variants, nt, f.i, f.j, change);
   }

@@ -28,6 +28,16 @@
 #endif
 
 namespace halfscope::linalg::detail {
+
+std::string tile_text(std::int64_t ti, std::int64_t tj) {
+  // Appended piecewise: GCC 12's -Wrestrict misfires on "(" + std::to_string(...) here.
+  std::string text("(");
+  text += std::to_string(ti);
+  text += ", ";
+  text += std::to_string(tj);
+  text += ")";
+  return text;
+}
 // Lower Cholesky of an n x n column-major FP32 tile; returns LAPACK's info (0, or the order of
 // the first leading minor that is not positive definite).
 std::int64_t potrf_lower(std::int64_t n, float* a, std::int64_t lda) {

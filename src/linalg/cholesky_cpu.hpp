@@ -10,6 +10,9 @@
 
 namespace halfscope::linalg::detail {
 
+/// "(i, j)", the tile coordinates of every factorization and solve message.
+std::string tile_text(std::int64_t ti, std::int64_t tj);
+
 /// What failed in a GEMM update (for --recover's promotion): an FP16 operand tile of L, a C
 /// entry rounded to FP16 (HP2 / HP3), or anything else (a result, a pivot).
 enum class FailedPart : std::uint8_t { other, operand, c_entry };

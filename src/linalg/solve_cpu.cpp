@@ -12,10 +12,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <exception>
-#include <mutex>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
@@ -85,30 +83,37 @@ void substitute(const TileMatrix& l, float* b, std::int64_t cols,
 
 }  // namespace
 
+std::int64_t rhs_slice_width(std::int64_t r) {
+  const std::int64_t threads = std::max(1, omp_get_max_threads());
+  return std::max<std::int64_t>(16, (r + threads - 1) / threads);
+}
+
 void solve_right_cpu(const TileMatrix& l, float* b, std::int64_t r,
                      const std::vector<GemmVariant>& variants) {
   const std::int64_t n = l.layout.rows();
-  const std::int64_t threads = std::max(1, omp_get_max_threads());
-  // Slices of at least 16 right-hand sides: narrower ones would spend more on rounding copies of
-  // L's tiles (once per GEMM and slice) than on the products.
-  const std::int64_t width = std::max<std::int64_t>(16, (r + threads - 1) / threads);
-  const std::int64_t slices = (r + width - 1) / width;
   std::exception_ptr error;
-  std::mutex mutex;
-  std::atomic<bool> failed{false};
-#pragma omp parallel for schedule(dynamic, 1) if (slices > 1)
-  for (std::int64_t s = 0; s < slices; ++s) {
-    if (failed.load()) continue;
-    try {
-      const std::int64_t c0 = s * width, cols = std::min(width, r - c0);
-      substitute(l, b + c0 * n, cols, variants);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(mutex);
-      if (!error) error = std::current_exception();
-      failed.store(true);
-    }
-  }
+  for_rhs_slices(b, r, n, rhs_slice_width(r), error,
+                 [&](float* x, std::int64_t cols) { substitute(l, x, cols, variants); });
   if (error) std::rethrow_exception(error);
+}
+
+double factor_tile_norm(const TileLayout& layout, std::int64_t i, std::int64_t j, const float* t) {
+  const std::int64_t rows = layout.tile_height(i), cols = layout.tile_width(j);
+  double sum = 0.0;
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t x = (i == j ? c : 0); x < rows; ++x)
+      sum += static_cast<double>(t[x + c * rows]) * t[x + c * rows];
+  return std::sqrt(sum);
+}
+
+void set_factor_norm(std::vector<double>& norms, std::int64_t nt) {
+  double total = 0.0;
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j; i < nt; ++i) {
+      const double v = norms[static_cast<std::size_t>(i * nt + j)];
+      total += v * v;
+    }
+  norms.back() = std::sqrt(total);
 }
 
 std::vector<double> factor_norms_cpu(const TileMatrix& l) {
@@ -118,22 +123,10 @@ std::vector<double> factor_norms_cpu(const TileMatrix& l) {
   const float* base = l.storage.data_as<float>();
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j; i < nt; ++i) {
-      const float* t = base + layout.tile_offset(i, j);
-      const std::int64_t rows = layout.tile_height(i), cols = layout.tile_width(j);
-      double sum = 0.0;
-      for (std::int64_t c = 0; c < cols; ++c)
-        for (std::int64_t x = (i == j ? c : 0); x < rows; ++x)
-          sum += static_cast<double>(t[x + c * rows]) * t[x + c * rows];
-      norms[static_cast<std::size_t>(i * nt + j)] = std::sqrt(sum);
-    }
-  double total = 0.0;
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j; i < nt; ++i) {
-      const double v = norms[static_cast<std::size_t>(i * nt + j)];
-      total += v * v;
-    }
-  norms.back() = std::sqrt(total);
+    for (std::int64_t i = j; i < nt; ++i)
+      norms[static_cast<std::size_t>(i * nt + j)] =
+          factor_tile_norm(layout, i, j, base + layout.tile_offset(i, j));
+  set_factor_norm(norms, nt);
   return norms;
 }
 

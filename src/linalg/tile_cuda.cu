@@ -209,16 +209,6 @@ DecodedFailure decode_failure(FailureCode code) noexcept {
           static_cast<std::int64_t>(code & mask)};
 }
 
-std::string tile_text(std::int64_t ti, std::int64_t tj) {
-  // Appended piecewise: GCC 12's -Wrestrict misfires on "(" + std::to_string(...) here.
-  std::string text("(");
-  text += std::to_string(ti);
-  text += ", ";
-  text += std::to_string(tj);
-  text += ")";
-  return text;
-}
-
 void convert_blocks(const BlockSet& set, Rounding rounding, void* dst, FailureCode* flag,
                     cudaStream_t stream) {
   if (set.count <= 0 || set.cols <= 0) return;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "halfscope/linalg/policy.hpp"
+#include "linalg/cholesky_cpu.hpp"  // tile_text
 
 namespace halfscope::linalg::detail {
 
@@ -122,9 +123,6 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
 
 /// The C format a variant updates (fp32, or fp16 for HP3, fp64 for DP).
 OperandFormat c_format(GemmVariant v) noexcept;
-
-/// "(i, j)".
-std::string tile_text(std::int64_t ti, std::int64_t tj);
 
 /// Makes `stream` wait for everything queued so far on the legacy default stream (an event
 /// recorded there), without blocking the host: a caller's async writes to A or b on stream 0 land

@@ -6,13 +6,9 @@
 // dimension n. OpenMP threads take slices of right-hand sides of the width solve_right_cpu uses.
 #include "halfscope/mpi/solve.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <exception>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,24 +36,12 @@ std::vector<GemmVariant> variants_of(const DistTileMatrix& l, const linalg::Poli
   std::vector<double> norms(static_cast<std::size_t>(nt * nt + 1), 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j; i < nt; ++i) {
-      if (!l.owns(i, j)) continue;
-      const float* t = l.tile(i, j);
-      const std::int64_t rows = layout.tile_height(i), cols = layout.tile_width(j);
-      double sum = 0.0;
-      for (std::int64_t c = 0; c < cols; ++c)
-        for (std::int64_t x = (i == j ? c : 0); x < rows; ++x)
-          sum += static_cast<double>(t[x + c * rows]) * t[x + c * rows];
-      norms[static_cast<std::size_t>(i * nt + j)] = std::sqrt(sum);
-    }
+    for (std::int64_t i = j; i < nt; ++i)
+      if (l.owns(i, j))
+        norms[static_cast<std::size_t>(i * nt + j)] =
+            linalg::detail::factor_tile_norm(layout, i, j, l.tile(i, j));
   l.comm().sum(norms);
-  double total = 0.0;
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j; i < nt; ++i) {
-      const double v = norms[static_cast<std::size_t>(i * nt + j)];
-      total += v * v;
-    }
-  norms.back() = std::sqrt(total);
+  linalg::detail::set_factor_norm(norms, nt);
   return linalg::detail::solve_variants(nt, norms, policy);
 }
 
@@ -129,21 +113,7 @@ struct Rows {
 template <class Step>
 void for_slices(const Rows& rows, std::exception_ptr& error, const Step& step) {
   if (error || rows.r == 0) return;
-  const std::int64_t slices = (rows.r + rows.width - 1) / rows.width;
-  std::mutex mutex;
-  std::atomic<bool> failed{false};
-#pragma omp parallel for schedule(dynamic, 1) if (slices > 1)
-  for (std::int64_t s = 0; s < slices; ++s) {
-    if (failed.load()) continue;
-    try {
-      const std::int64_t c0 = s * rows.width, cols = std::min(rows.width, rows.r - c0);
-      step(rows.b + c0 * rows.n, cols);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(mutex);
-      if (!error) error = std::current_exception();
-      failed.store(true);
-    }
-  }
+  linalg::detail::for_rhs_slices(rows.b, rows.r, rows.n, rows.width, error, step);
 }
 
 std::int64_t first_non_finite(const Array& b) {
@@ -188,9 +158,7 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
   rows.b = b.empty() ? nullptr : b.data_as<float>();
   rows.r = b.empty() ? 0 : b.dim(0);
   rows.n = n;
-  // solve_right_cpu's slicing (a column's result does not depend on it: see the header).
-  const std::int64_t threads = std::max(1, omp_get_max_threads());
-  rows.width = std::max<std::int64_t>(16, (rows.r + threads - 1) / threads);
+  rows.width = linalg::detail::rhs_slice_width(rows.r);  // solve_right_cpu's slicing
 
   SolveTraffic local;
   Panel panel(l, local);

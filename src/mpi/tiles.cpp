@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "halfscope/core/error.hpp"
+#include "linalg/cholesky_cpu.hpp"
 
 namespace halfscope::mpi {
 namespace {
@@ -15,14 +16,7 @@ std::string grid_text(const ProcessGrid& g) {
   return std::to_string(g.rows) + " x " + std::to_string(g.cols);
 }
 
-std::string tile_text(std::int64_t ti, std::int64_t tj) {
-  std::string text("(");  // piecewise: GCC 12's -Wrestrict misfires on "(" + to_string(...)
-  text += std::to_string(ti);
-  text += ", ";
-  text += std::to_string(tj);
-  text += ")";
-  return text;
-}
+using linalg::detail::tile_text;
 
 }  // namespace
 

@@ -4,9 +4,7 @@
 // on every row, so R is compared bit for bit, rows on their ranks and gathered on rank 0, for
 // uniform SP and a mixed policy, both LGS tip-tilt methods. Failures reach every rank.
 #include <gtest/gtest.h>
-#include <omp.h>
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -14,21 +12,10 @@
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/mpi/reconstructor.hpp"
+#include "share_cores.hpp"
 
 namespace halfscope::mpi {
 namespace {
-
-// The ranks of a test share the host's cores, as the library's MPI phases do
-// (src/mpi/reconstructor_threads.hpp): the one-process references too, or 4 ranks with all the
-// cores' OpenMP threads each spin against one another for seconds.
-class ShareCores : public testing::Environment {
- public:
-  void SetUp() override {
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / Comm::world().size()));
-  }
-};
-[[maybe_unused]] testing::Environment* const share_cores =
-    testing::AddGlobalTestEnvironment(new ShareCores);
 
 ao::ReconstructorOptions options_for(const char* policy, const char* solve_policy,
                                      ao::TiptiltMethod tiptilt) {

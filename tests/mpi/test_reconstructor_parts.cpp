@@ -4,7 +4,6 @@
 // solves (mpi/solve.hpp) with a scattered factor give linalg::solve_right's rows bit for bit (the
 // same kernels on the same operands in the same order), errors on every rank.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,21 +21,10 @@
 #include "halfscope/linalg/solve.hpp"
 #include "halfscope/mpi/covariance.hpp"
 #include "halfscope/mpi/solve.hpp"
+#include "share_cores.hpp"
 
 namespace halfscope::mpi {
 namespace {
-
-// The ranks of a test share the host's cores, as the library's MPI phases do
-// (src/mpi/reconstructor_threads.hpp): the one-process references too, or 4 ranks with all the
-// cores' OpenMP threads each spin against one another for seconds.
-class ShareCores : public testing::Environment {
- public:
-  void SetUp() override {
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / Comm::world().size()));
-  }
-};
-[[maybe_unused]] testing::Environment* const share_cores =
-    testing::AddGlobalTestEnvironment(new ShareCores);
 
 ao::CovarianceOptions cpu_f32() {
   ao::CovarianceOptions o;

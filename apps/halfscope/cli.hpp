@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
@@ -53,11 +56,30 @@ void register_simulate(CLI::App& app, Globals& g);
 void register_mfilter(CLI::App& app, Globals& g);
 void register_bench_mfilter(CLI::App& bench, Globals& g);
 void register_ao(CLI::App& app, Globals& g);                  // cmd_ao.cpp: the `ao` group
-void register_ao_evaluate(CLI::App& ao, Globals& g);         // cmd_ao_evaluate.cpp
-void register_bench_covariance(CLI::App& bench, Globals& g); // cmd_bench_covariance.cpp
-void register_cholesky(CLI::App& app, Globals& g);           // cmd_cholesky.cpp
-void register_ao_reconstructor(CLI::App& ao, Globals& g);    // cmd_ao_reconstructor.cpp
-void register_bench_cholesky(CLI::App& bench, Globals& g);   // cmd_bench_cholesky.cpp (+ tor)
+void register_ao_evaluate(CLI::App& ao, Globals& g);          // cmd_ao_evaluate.cpp
+void register_bench_covariance(CLI::App& bench, Globals& g);  // cmd_bench_covariance.cpp
+void register_cholesky(CLI::App& app, Globals& g);            // cmd_cholesky.cpp
+void register_ao_reconstructor(CLI::App& ao, Globals& g);     // cmd_ao_reconstructor.cpp
+void register_bench_cholesky(CLI::App& bench, Globals& g);    // cmd_bench_cholesky.cpp (+ tor)
+
+/// A byte count given as `option` (device_args.cpp): digits with an optional suffix K, M, G or T
+/// (powers of 1024, upper or lower case), e.g. 16G = 17179869184; plain bytes without a suffix.
+/// InvalidInput naming the option, what was expected and what was found for anything else (a
+/// sign, a fraction, another suffix, an empty value) and for more than 2^63 - 1 bytes.
+std::int64_t parse_size(std::string_view text, std::string_view option);
+
+/// "0,1,3": a --devices list as the user typed it, for messages.
+std::string device_list_text(const std::vector<int>& devices);
+
+/// Checks a non-empty --devices list of a one-process run whose --device is `device` (auto, cpu
+/// or cuda, unresolved) and returns DeviceKind::Cuda: a list asks for the GPU, so auto means cuda
+/// with it. InvalidInput for a negative or repeated index and for --device cpu; Unsupported when
+/// no CUDA device is usable. Indices beyond the host's devices are the library's to refuse.
+DeviceKind check_device_list(const std::vector<int>& devices, const std::string& device);
+
+/// Refuses the GPU options in `given` (e.g. "--devices 0,1") in a job of several MPI ranks or
+/// with a --grid (non-empty `grid`): the MPI paths run on CPU ranks only. InvalidInput.
+void refuse_gpu_over_ranks(const std::string& given, int ranks, const std::string& grid);
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
 /// format has no such type (FITS; BF16 in .npy), with a note on stderr.

@@ -8,12 +8,17 @@
 // block of R's rows), gathered and written once by rank 0; every step that can fail on some ranks
 // only (reading the system, the output folder, the evaluation and the write on rank 0) is agreed,
 // so every rank ends with the same status and the error prints once.
+//
+// With --devices (one process): the covariances are generated on the current CUDA device, the
+// factorization deals its tile columns over the listed devices and the solves split R's rows over
+// them (ReconstructorOptions::devices).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ao_system_arg.hpp"
 #include "cli.hpp"
@@ -42,6 +47,7 @@ struct AoReconstructorCliOptions {
   std::int64_t tile = 0;
   bool recover = false, evaluate = false;
   double wavelength_m = 1.65e-6;
+  std::vector<int> devices;
 };
 
 std::string fixed(double v, int digits) {
@@ -141,6 +147,8 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
   mpi::agree(world, [&] {
     o = parse_options(c);
     if (g.rank == 0) io::check_output_path(c.output);  // rank 0 writes R
+    if (!c.devices.empty())
+      refuse_gpu_over_ranks("--devices " + device_list_text(c.devices), g.ranks, c.grid);
     // Not resolved here: the MPI layer runs on the CPU (auto) and refuses cuda with a message.
     o.device = parse_device_kind(c.device.empty() ? g.device : c.device);
     o.tile = c.tile > 0 ? c.tile : 512;
@@ -177,22 +185,31 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
   if (g.ranks > 1) return run_over_ranks(g, c);
 #endif
   ao::ReconstructorOptions o = parse_options(c);
+  if (!c.devices.empty())
+    refuse_gpu_over_ranks("--devices " + device_list_text(c.devices), 1, c.grid);
   if (!c.grid.empty() && c.grid != "1x1")
     throw InvalidInput(
         "--grid: a process grid of several ranks needs mpirun (this run has one "
         "process), found '" +
         c.grid + "'");
   io::check_output_path(c.output);
-  o.device = resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
+  const std::string device = c.device.empty() ? g.device : c.device;
+  o.device = c.devices.empty() ? resolve_device(parse_device_kind(device))
+                               : check_device_list(c.devices, device);
+  o.devices = c.devices;
   o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
   const ao::AoSystem system = load_ao_system(c.system);
   const std::string label = ao_system_label(c.system);
   const char* where = o.device == DeviceKind::Cuda ? "cuda" : "cpu";
   info(g, "ao reconstructor: " + label + ", n = " + std::to_string(ao::measurement_count(system)) +
               ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
-              std::to_string(o.tile) + ", " + where);
+              std::to_string(o.tile) + ", " + where +
+              (o.devices.empty() ? "" : ", devices " + device_list_text(o.devices)));
   const ao::Reconstructor rec = ao::tomographic_reconstructor(system, o);
   print_summary(rec, where, o.tiptilt);
+  if (!o.devices.empty())
+    std::cout << "devices " << device_list_text(o.devices) << ": factorization copied "
+              << rec.factor.device_to_device_bytes << " bytes device->device\n";
   // Scored before writing, so a failing evaluation leaves no file behind either.
   if (c.evaluate) print_evaluation(system, rec.matrix, o.device, c.wavelength_m);
   io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
@@ -225,6 +242,11 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
                   "LGS tip-tilt constants: woodbury (factor Cmm without them, exact low-rank "
                   "correction) or direct (factor Cmm as it is)")
       ->capture_default_str();
+  cmd->add_option("--devices", c->devices,
+                  "CUDA devices of this host, comma-separated (e.g. 0,1): the factorization's "
+                  "tile columns and the solves' rows spread over them; covariances generated on "
+                  "the current device")
+      ->delimiter(',');
   cmd->add_option("--grid", c->grid,
                   "under mpirun: the PxQ process grid of Cmm's tiles (default: P <= Q, as square "
                   "as the rank count allows)");

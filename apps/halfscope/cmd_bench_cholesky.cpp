@@ -24,11 +24,12 @@ constexpr const char* kDefaultPolicies =
     "uniform:SP;uniform:TF32;uniform:HP1;uniform:HP3;band:SP=1,HP1=rest;adaptive:tol=1e-6";
 
 struct CholBenchArgs {
-  std::string json, sizes, systems, policies = kDefaultPolicies, device = "auto";
+  std::string json, sizes, systems, policies = kDefaultPolicies, device = "auto", device_memory;
   std::int64_t tile = 0, error_tiles = 64;
   int repeats = 3, layers = 10;
   bool no_cusolver = false;
   std::vector<int> devices;
+  bool device_memory_given = false;  // from the option's count: "" is a bad size, not none
 };
 
 struct TorBenchArgs {
@@ -151,6 +152,13 @@ void run_cholesky_bench(const CholBenchArgs& a, const Globals& g) {
   o.cusolver = !a.no_cusolver;
   o.device = device_of(a.device, "bench cholesky");
   o.devices = a.devices;
+  if (a.device_memory_given) {
+    o.device_memory = parse_size(a.device_memory, "bench cholesky: --device-memory");
+    if (o.device != DeviceKind::Cuda)
+      throw InvalidInput("bench cholesky: --device-memory " + a.device_memory +
+                         ": expected a GPU run (--device cuda or auto with a CUDA device), found " +
+                         (a.device == "cpu" ? "--device cpu" : "no CUDA device"));
+  }
   o.progress = [&g](const std::string& m) { info(g, m); };
   const bench::BenchReport r = bench::run_cholesky_bench(o);
   print_cholesky(r);
@@ -218,11 +226,18 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
                   "the input is generated on the current device, device 0 unless "
                   "CUDA_VISIBLE_DEVICES says otherwise)")
       ->delimiter(',');
+  auto* budget = cmd->add_option(
+      "--device-memory", a->device_memory,
+      "device memory the policies' factorizations may use per device, in bytes or with a "
+      "suffix K, M, G, T (powers of 1024, e.g. 16G; default: what is free less 5%)");
   cmd->add_option("--error-tiles", a->error_tiles,
                   "tiles checked for the FP64 backward error (0: all, exact)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
-  cmd->callback([a, &g] { run_cholesky_bench(*a, g); });
+  cmd->callback([a, &g, budget] {
+    a->device_memory_given = budget->count() > 0;
+    run_cholesky_bench(*a, g);
+  });
 
   auto t = std::make_shared<TorBenchArgs>();
   auto* tor = bench.add_subcommand(

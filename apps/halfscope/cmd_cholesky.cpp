@@ -4,9 +4,10 @@
 // float32, together with the report or not at all. Under mpirun (several ranks, builds with MPI)
 // the factorization runs over the ranks (halfscope/mpi/cholesky.hpp): every rank reads and checks
 // the input, factors its tiles of a P x Q grid, and rank 0 gathers L and writes it and the report.
+// With --devices (and --device-memory) the matrix stays in host memory and the library copies it
+// to the listed CUDA devices, out of core on one device when it does not fit the budget.
+#include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "ao_output_set.hpp"
+#include "cholesky_matrix.hpp"
 #include "cli.hpp"
 #include "halfscope/bench/cholesky_bench.hpp"
 #include "halfscope/config.hpp"
@@ -40,68 +42,17 @@ namespace halfscope::cli {
 namespace {
 
 struct CholeskyCliOptions {
-  std::string input, output, policy = "uniform:SP", device, report, grid;
+  std::string input, output, policy = "uniform:SP", device, report, grid, device_memory;
   std::int64_t tile = 0;
   bool recover = false, check = false;
+  std::vector<int> devices;
+  bool device_memory_given = false;  // set from the option's count: "" is a bad size, not none
 };
 
-// Relative asymmetry accepted: |a_ij - a_ji| <= kSymmetryTolerance max(|a_ij|, |a_ji|). Only the
-// lower triangle is factored, so a matrix that is not symmetric would silently be replaced by
-// its lower half; 1e-6 lets FP32 files written from FP64 data through (they round identically or
-// within one FP32 ulp, 6e-8 relative) and rejects anything that is really asymmetric.
-constexpr double kSymmetryTolerance = 1e-6;
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", v);
-  return text;
-}
-
-// The input as a float64 n x n C-contiguous host array, checked: floating dtype, square, finite,
-// symmetric. Every message names the file.
-Array read_symmetric(const std::string& path) {
-  const Array raw = io::read_npy(path);
-  if (raw.dtype() != DType::f32 && raw.dtype() != DType::f64)
-    throw InvalidInput(path + ": expected a float32 or float64 matrix, found " + raw.describe());
-  if (raw.ndim() != 2 || raw.dim(0) != raw.dim(1) || raw.dim(0) < 1)
-    throw InvalidInput(path + ": expected a square n x n matrix (n >= 1), found " + raw.describe());
-  const Array a = raw.astype(DType::f64).contiguous();
-  const std::int64_t n = a.dim(0);
-  const double* p = a.data_as<double>();
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j) {
-      const double lo = p[i * n + j], up = p[j * n + i];
-      if (!std::isfinite(lo) || !std::isfinite(up))
-        throw InvalidInput(path + ": expected finite entries, found " +
-                           number(std::isfinite(lo) ? up : lo) + " at (" +
-                           std::to_string(std::isfinite(lo) ? j : i) + ", " +
-                           std::to_string(std::isfinite(lo) ? i : j) + ")");
-      if (std::fabs(lo - up) > kSymmetryTolerance * std::max(std::fabs(lo), std::fabs(up)))
-        throw InvalidInput(path + ": expected a symmetric matrix (relative 1e-6), found A(" +
-                           std::to_string(i) + ", " + std::to_string(j) + ") = " + number(lo) +
-                           " but A(" + std::to_string(j) + ", " + std::to_string(i) +
-                           ") = " + number(up));
-    }
-  return a;
-}
-
-// L dense, n x n float32, C order, upper triangle zero (the diagonal tiles' upper halves still
-// hold A and are not part of L).
-Array dense_lower(const linalg::TileMatrix& l_any) {
-  const Array storage = l_any.storage.on_device() ? l_any.storage.to(Memory::host) : l_any.storage;
-  const linalg::TileLayout& layout = l_any.layout;
-  const std::int64_t n = layout.rows();
-  Array out = Array::zeros(DType::f32, {n, n});
-  float* o = out.data_as<float>();
-  const float* s = storage.data_as<float>();
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j) o[i * n + j] = s[layout.element_offset(i, j)];
-  return out;
-}
-
 void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c, std::int64_t n,
-                  std::int64_t nb, const char* device, const linalg::CholeskyReport& r, double ms,
-                  const bench::BackwardError* e, const nlohmann::json& ranks) {
+                  std::int64_t nb, const char* device, const linalg::CholeskyOptions& o,
+                  const linalg::CholeskyReport& r, double ms, const bench::BackwardError* e,
+                  const nlohmann::json& ranks) {
   nlohmann::json j = ranks;
   j["input"] = c.input;
   j["output"] = c.output;
@@ -109,6 +60,8 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   j["tile"] = nb;
   j["policy"] = r.policy;
   j["device"] = device;
+  j["devices"] = o.devices;
+  j["device_memory"] = o.device_memory;
   j["recover"] = c.recover;
   nlohmann::json tiles = nlohmann::json::object();
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
@@ -116,6 +69,10 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   j["tiles"] = tiles;
   j["attempts"] = r.attempts;
   j["workspace_bytes"] = r.workspace_bytes;
+  j["out_of_core_slabs"] = r.out_of_core_slabs;
+  j["host_to_device_bytes"] = r.host_to_device_bytes;
+  j["device_to_host_bytes"] = r.device_to_host_bytes;
+  j["device_to_device_bytes"] = r.device_to_device_bytes;
   j["recoveries"] = r.recoveries;
   j["factor_ms"] = ms;
   j["backward_error"] = e ? nlohmann::json(e->relative) : nlohmann::json(nullptr);
@@ -161,29 +118,55 @@ linalg::Policy check_arguments(const CholeskyCliOptions& c) {
   return policy;
 }
 
+// "--devices 0,1 --device-memory 16G": the GPU options given, as typed, for messages.
+std::string gpu_options_text(const CholeskyCliOptions& c) {
+  std::string text = c.devices.empty() ? "" : "--devices " + device_list_text(c.devices);
+  if (c.device_memory_given)
+    text += std::string(text.empty() ? "" : " ") + "--device-memory " + c.device_memory;
+  return text;
+}
+
+// --device-memory as bytes (0 when not given), then the refusal of GPU options under --grid or
+// over several MPI ranks (the MPI factorization runs on CPU ranks only).
+std::int64_t check_gpu_options(const CholeskyCliOptions& c, int ranks) {
+  const std::int64_t bytes =
+      c.device_memory_given ? parse_size(c.device_memory, "--device-memory") : 0;
+  if (!c.devices.empty() || c.device_memory_given)
+    refuse_gpu_over_ranks(gpu_options_text(c), ranks, c.grid);
+  return bytes;
+}
+
 // Prints the outcome and writes L (with the report): on the one process, or on rank 0.
 void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileMatrix& l,
-            const linalg::TileMatrix& input, const char* where, const linalg::CholeskyReport& r,
-            double ms, const nlohmann::json& ranks) {
+            const linalg::TileMatrix& input, const char* where, const linalg::CholeskyOptions& o,
+            const linalg::CholeskyReport& r, double ms, const nlohmann::json& ranks) {
   const std::int64_t n = l.layout.rows(), nb = l.layout.tile_size();
   std::cout << "policy " << r.policy << ", n = " << n << ", tile " << nb << ", " << where << ", "
-            << number(ms) << " ms\n";
+            << number_text(ms) << " ms\n";
   std::cout << "off-diagonal tiles:";
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     if (r.count(v) > 0) std::cout << " " << linalg::gemm_variant_name(v) << " " << r.count(v);
   std::cout << "\nattempts " << r.attempts << ", recoveries " << r.recoveries.size() << "\n";
   for (const std::string& line : r.recoveries) std::cout << "  " << line << "\n";
+  if (!o.devices.empty())
+    std::cout << "devices " << device_list_text(o.devices) << ": "
+              << (r.out_of_core_slabs > 0
+                      ? "out of core, " + std::to_string(r.out_of_core_slabs) + " slabs"
+                      : std::string("in core"))
+              << "; bytes host->device " << r.host_to_device_bytes << ", device->host "
+              << r.device_to_host_bytes << ", device->device " << r.device_to_device_bytes << "\n";
   bench::BackwardError e;
   if (c.check) {
     e = bench::cholesky_backward_error(l, input);  // every tile: exact, FP64
-    std::cout << "backward error ||L L^T - A||_F / ||A||_F = " << number(e.relative)
+    std::cout << "backward error ||L L^T - A||_F / ||A||_F = " << number_text(e.relative)
               << " (FP64, A as factored in FP32)\n";
   }
   // L and the report appear together or not at all (ao_output_set.hpp).
   AoOutputSet outputs;
   io::write_npy(outputs.partial(c.output), dense_lower(l));
   if (!c.report.empty())
-    write_report(outputs.partial(c.report), c, n, nb, where, r, ms, c.check ? &e : nullptr, ranks);
+    write_report(outputs.partial(c.report), c, n, nb, where, o, r, ms, c.check ? &e : nullptr,
+                 ranks);
   outputs.commit();
   info(g, "wrote " + c.output + (c.report.empty() ? "" : " and " + c.report));
 }
@@ -199,6 +182,7 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
   mpi::agree(world, [&] {
     options.policy = check_arguments(c);
     options.recover = c.recover;
+    (void)check_gpu_options(c, g.ranks);  // refuses them: CPU ranks only
     const auto [p, q] = parse_grid(c.grid, g.ranks);
     grid = mpi::ProcessGrid{p, q};
     const std::string device = c.device.empty() ? g.device : c.device;
@@ -247,7 +231,7 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     ranks["bytes_moved"] = std::accumulate(sent.begin(), sent.end(), std::int64_t{0});
     ranks["mpi_wait_ms_mean"] = waited * 1e3 / static_cast<double>(g.ranks);
     ranks["workspace_bytes_per_rank"] = workspace;
-    finish(g, c, l, input, "cpu", job, ms, ranks);
+    finish(g, c, l, input, "cpu", options, job, ms, ranks);
     std::cout << g.ranks << " MPI ranks on a " << grid.rows << " x " << grid.cols << " grid, "
               << ranks["bytes_moved"].get<std::int64_t>() << " bytes moved\n";
   });
@@ -261,11 +245,24 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
     return;
   }
 #endif
-  const linalg::Policy policy = check_arguments(c);
+  linalg::CholeskyOptions options;
+  options.policy = check_arguments(c);
+  options.recover = c.recover;
+  options.device_memory = check_gpu_options(c, 1);
   (void)parse_grid(c.grid, 1);  // one process: only 1x1
-  const DeviceKind device =
-      resolve_device(parse_device_kind(c.device.empty() ? g.device : c.device));
+  const std::string device_text = c.device.empty() ? g.device : c.device;
+  const DeviceKind device = c.devices.empty() ? resolve_device(parse_device_kind(device_text))
+                                              : check_device_list(c.devices, device_text);
   const bool gpu = device == DeviceKind::Cuda;
+  if (c.device_memory_given && !gpu)
+    throw InvalidInput(
+        "--device-memory " + c.device_memory +
+        ": expected a GPU run (--devices, or --device cuda or auto with a CUDA "
+        "device), found " +
+        (parse_device_kind(device_text) == DeviceKind::Cpu ? "--device cpu" : "no CUDA device"));
+  // The budget bounds the listed devices' memory, so a budget alone lists device 0: this
+  // process's current device, the one --device cuda uses.
+  options.devices = c.devices.empty() && c.device_memory_given ? std::vector<int>{0} : c.devices;
   const std::int64_t nb = c.tile > 0 ? c.tile : gpu ? 1024 : 512;
 
   const Array a = read_symmetric(c.input);
@@ -273,19 +270,20 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   // The FP32 input tiles; kept on the host for --check, since the factorization is in place.
   const linalg::TileMatrix input =
       linalg::TileMatrix::from_dense(a, nb, linalg::TileFill::lower, DType::f32, Memory::host);
+  // With a device list the matrix stays on the host: the library copies it to the devices (and
+  // streams it through one device's budget out of core when it does not fit).
+  const bool on_device = gpu && options.devices.empty();
   linalg::TileMatrix l = linalg::TileMatrix::from_dense(a, nb, linalg::TileFill::lower, DType::f32,
-                                                        gpu ? Memory::device : Memory::host);
-  linalg::CholeskyOptions options;
-  options.policy = policy;
-  options.recover = c.recover;
+                                                        on_device ? Memory::device : Memory::host);
   const char* where = gpu ? "cuda" : "cpu";
   info(g, "cholesky: n = " + std::to_string(n) + ", tile " + std::to_string(nb) + ", policy " +
-              policy.name() + ", " + where);
+              options.policy.name() + ", " + where +
+              (options.devices.empty() ? "" : ", devices " + device_list_text(options.devices)));
   const auto t0 = std::chrono::steady_clock::now();
   const linalg::CholeskyReport r = linalg::cholesky_tiles(l, options);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  finish(g, c, l, input, where, r, ms, nlohmann::json::object());
+  finish(g, c, l, input, where, options, r, ms, nlohmann::json::object());
 }
 
 }  // namespace
@@ -308,11 +306,25 @@ void register_cholesky(CLI::App& app, Globals& g) {
   cmd->add_flag("--recover", c->recover,
                 "on a failure refactor with the failing region promoted one precision up");
   cmd->add_flag("--check", c->check, "print ||L L^T - A||_F / ||A||_F computed in FP64");
-  cmd->add_option("--report", c->report, "also write a JSON report (tiles per variant, time)");
+  cmd->add_option("--devices", c->devices,
+                  "CUDA devices to factor on, comma-separated (e.g. 0,1): tile columns dealt "
+                  "round-robin; A stays in host memory and is copied to them")
+      ->delimiter(',');
+  auto* budget = cmd->add_option(
+      "--device-memory", c->device_memory,
+      "device memory the factorization may use per device, in bytes or with a suffix K, M, G, "
+      "T (powers of 1024, e.g. 16G; default: what is free less 5%); on one device a matrix "
+      "beyond it is factored out of core (without --devices: device 0)");
+  cmd->add_option("--report", c->report,
+                  "also write a JSON report (tiles per variant, time, out-of-core slabs, bytes "
+                  "copied)");
   cmd->add_option("--grid", c->grid,
                   "under mpirun: the P x Q process grid of the tiles, e.g. 2x2 (default: the "
                   "squarest with P <= Q)");
-  cmd->callback([&g, c] { run_cholesky(g, *c); });
+  cmd->callback([&g, c, budget] {
+    c->device_memory_given = budget->count() > 0;
+    run_cholesky(g, *c);
+  });
 }
 
 }  // namespace halfscope::cli

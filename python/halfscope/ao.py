@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from . import _arrays, _core
-from .linalg import _policy_args
+from .linalg import _device_list, _policy_args
 
 __all__ = ["system", "presets", "covariance", "reconstructor", "reconstructor_fp64", "evaluate"]
 
@@ -48,7 +48,8 @@ def covariance(system, kind="cmm", *, dtype="float64", device=None, noise=True) 
 
 
 def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy="uniform:SP",
-                  tile=1024, recover=False, device=None, tiptilt="woodbury", full_output=False):
+                  tile=1024, recover=False, device=None, devices=None, tiptilt="woodbury",
+                  full_output=False):
     """The tomographic reconstructor R = Ctm Cmm^-1 (float32, m x n) by the tile Cholesky.
 
     From matrices ``reconstructor(Cmm, Ctm, ...)`` (NumPy, CuPy or torch; only Cmm's lower
@@ -61,23 +62,31 @@ def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy=
         f(i, j, tile_norm, matrix_norm, tile_rows) -> variant name, called once per tile.
     solve_policy : the policy string of the two triangular solves' GEMMs.
     recover : on a non-positive pivot or FP16 overflow, refactor with the failing region promoted.
+    devices : CUDA device indices of this host (e.g. [0, 1]): the factorization deals its tile
+        columns over them and the solves split R's rows over them (covariances of a system are
+        generated on the current device). None: one device or the CPU, as ``device`` says. Not
+        with device='cpu' (InvalidInput); Unsupported without a usable CUDA device.
 
-    Returns R as the kind of array Cmm is (NumPy for a system); with full_output, (R, report).
+    Returns R as the kind of array Cmm is (NumPy for a system); with full_output, (R, report)
+    (the factorization's out_of_core_slabs and bytes copied among its fields).
     Raises halfscope.NotPositiveDefinite naming the tile and the policy.
     """
     if ctm is None:
         if callable(policy):
             raise _core.InvalidInput("policy: a Python function needs the matrices; pass a "
                                      "policy string with a system")
+        where = _arrays.device_name(device)
         r = _core.ao_reconstructor_system(_system_json(cmm_or_system), str(policy), None,
-                                          str(solve_policy), int(tile), bool(recover),
-                                          _arrays.device_name(device), str(tiptilt))
+                                          str(solve_policy), int(tile), bool(recover), where,
+                                          _device_list(devices, where), str(tiptilt))
         return (r["R"], r["report"]) if full_output else r["R"]
     a = _arrays.prepare(cmm_or_system, "cmm")
     b = _arrays.prepare(ctm, "ctm", like_array=a)
+    where = _arrays.device_name(device, a)
+    listed = _device_list(devices, where)
     name, table = _policy_args(policy, a, int(tile))
     r = _core.ao_reconstructor_matrices(a, b, name, table, str(solve_policy), int(tile),
-                                        bool(recover), _arrays.device_name(device, a),
+                                        bool(recover), where, listed,
                                         _arrays.stream_handle(None, a))
     out = _arrays.like(r["R"], a)
     return (out, r["report"]) if full_output else out

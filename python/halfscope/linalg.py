@@ -3,6 +3,8 @@ policy that never fails silently."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from . import _arrays, _core
@@ -19,6 +21,48 @@ def _square(a):
         raise _core.InvalidInput(f"Python argument 'a': expected a square (n, n) matrix, found "
                                  f"shape {tuple(a.shape)}")
     return a
+
+
+def _device_list(devices, device: str) -> list:
+    """The core's CUDA device list for ``devices`` ([] for None: where the data are), checked as
+    the CLI's --devices: indices >= 0, each once, on a GPU run. ``device`` is the core's device
+    string. InvalidInput naming the argument, what was expected and what was found; Unsupported
+    when no CUDA device is usable (a list asks for the GPU: auto would otherwise fall back to the
+    CPU and ignore it)."""
+    if devices is None:
+        return []
+    if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+        raise _core.InvalidInput(f"devices: expected a list of CUDA device indices (e.g. [0, 1]), "
+                                 f"found {devices!r}")
+    out = []
+    for d in devices:
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0:
+            raise _core.InvalidInput(f"devices: expected CUDA device indices >= 0, found {d!r}")
+        if int(d) in out:
+            raise _core.InvalidInput(f"devices: expected distinct CUDA device indices, found {d} "
+                                     f"twice")
+        out.append(int(d))
+    if out and device == "cpu":
+        raise _core.InvalidInput(f"devices={out}: expected a GPU run (device None, 'auto' or "
+                                 f"'cuda'), found device='cpu'")
+    if out and not _core.cuda_available():
+        raise _core.Unsupported(f"devices={out}: expected a CUDA device, found none (a build "
+                                f"without CUDA or no usable device); leave devices out to run on "
+                                f"the CPU")
+    return out
+
+
+def _device_memory(device_memory, devices: list) -> int:
+    """The budget in bytes for the core: an integer >= 0 (0: what each device has free, less 5 %),
+    and only with a device list, whose devices it bounds."""
+    if isinstance(device_memory, bool) or not isinstance(device_memory, numbers.Integral) \
+            or device_memory < 0:
+        raise _core.InvalidInput(f"device_memory: expected a size in bytes >= 0 (an integer), "
+                                 f"found {device_memory!r}")
+    if device_memory > 0 and not devices:
+        raise _core.InvalidInput(f"device_memory={device_memory}: expected a device list to bound "
+                                 f"(e.g. devices=[0]), found devices=None")
+    return int(device_memory)
 
 
 def _policy_args(policy, matrix, tile):
@@ -46,8 +90,8 @@ def _policy_args(policy, matrix, tile):
     return getattr(policy, "__name__", "python-policy"), table
 
 
-def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None,
-             full_output=False):
+def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, devices=None,
+             device_memory=0, full_output=False):
     """Lower Cholesky factor L (A = L L^T) of a symmetric positive definite matrix by the tile
     Cholesky: POTRF, TRSM, SYRK in FP32, each off-diagonal GEMM in the variant the policy picks.
 
@@ -58,16 +102,29 @@ def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None,
         f(i, j, tile_norm, matrix_norm, tile_rows) -> variant name (see :data:`VARIANTS`).
     tile : tile size nb (n need not be a multiple).
     recover : refactor with the failing region promoted one precision up instead of raising.
+    device : None (where ``a`` is), 'auto', 'cpu' or 'cuda'.
+    devices : CUDA device indices of this host to factor on (e.g. [0, 1]; tile columns dealt
+        round-robin, docs/scaling.md); a host array stays in host memory and the library copies
+        it. None: one device, or the CPU, as ``device`` says. Not with device='cpu'.
+    device_memory : bytes each listed device may use (0: what it has free, less 5 %). On one
+        device a host matrix that does not fit is factored out of core (docs/cholesky.md);
+        needs ``devices``.
 
     Returns
     -------
     L, float32 with a zero upper triangle, the kind of array ``a`` is; with full_output,
     (L, report) where report has policy, tiles (per variant), attempts, recoveries,
-    workspace_bytes. Raises halfscope.NotPositiveDefinite naming the tile and the policy.
+    workspace_bytes, out_of_core_slabs (0: in core), host_to_device_bytes,
+    device_to_host_bytes and device_to_device_bytes. Raises halfscope.NotPositiveDefinite
+    naming the tile and the policy, InvalidInput for bad devices / device_memory, Unsupported
+    for devices without a usable CUDA device.
     """
     m = _square(_arrays.prepare(a, "a"))
+    where = _arrays.device_name(device, m)
+    listed = _device_list(devices, where)
+    budget = _device_memory(device_memory, listed)
     name, table = _policy_args(policy, m, int(tile))
-    r = _core.cholesky(m, name, table, int(tile), bool(recover), _arrays.device_name(device, m),
+    r = _core.cholesky(m, name, table, int(tile), bool(recover), where, listed, budget,
                        _arrays.stream_handle(None, m))
     out = _arrays.like(r["L"], m)
     return (out, r["report"]) if full_output else out

@@ -45,6 +45,19 @@ std::string load_system(const std::string& kind, const std::string& text,
   return ao::to_json(s).dump();
 }
 
+// The factorization's side of a reconstructor report: tiles, recoveries, memory and copies.
+void add_factor_fields(nb::dict& rep, const linalg::CholeskyReport& f) {
+  rep["policy"] = f.policy;
+  rep["tiles"] = tile_counts(f.tiles);
+  rep["attempts"] = f.attempts;
+  rep["recoveries"] = f.recoveries;
+  rep["workspace_bytes"] = f.workspace_bytes;
+  rep["out_of_core_slabs"] = f.out_of_core_slabs;
+  rep["host_to_device_bytes"] = f.host_to_device_bytes;
+  rep["device_to_host_bytes"] = f.device_to_host_bytes;
+  rep["device_to_device_bytes"] = f.device_to_device_bytes;
+}
+
 ao::ProjectionMethod parse_projection(const std::string& text) {
   if (text == "matched") return ao::ProjectionMethod::matched;
   if (text == "fried") return ao::ProjectionMethod::fried;
@@ -70,7 +83,8 @@ nb::object covariance(const std::string& system, const std::string& kind, const 
 nb::dict reconstructor_of_system(const std::string& system, const std::string& policy,
                                  const std::optional<AnyArray>& table,
                                  const std::string& solve_policy, std::int64_t tile, bool recover,
-                                 const std::string& device, const std::string& tiptilt) {
+                                 const std::string& device, const std::vector<int>& devices,
+                                 const std::string& tiptilt) {
   const ao::AoSystem s = system_of(system);
   ao::ReconstructorOptions o;
   o.policy = policy_of(policy, table);
@@ -78,6 +92,7 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
   o.tile = tile;
   o.recover = recover;
   o.device = parse_device_kind(device);
+  o.devices = devices;  // checked by hs.ao.reconstructor (linalg.py's _device_list)
   o.tiptilt = ao::parse_tiptilt_method(tiptilt, "tiptilt");
   ao::Reconstructor r;
   {
@@ -85,12 +100,8 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
     r = ao::tomographic_reconstructor(s, o);
   }
   nb::dict rep;
-  rep["policy"] = r.factor.policy;
-  rep["tiles"] = tile_counts(r.factor.tiles);
+  add_factor_fields(rep, r.factor);
   rep["solve_tiles"] = tile_counts(r.solve.tiles);
-  rep["attempts"] = r.factor.attempts;
-  rep["recoveries"] = r.factor.recoveries;
-  rep["workspace_bytes"] = r.factor.workspace_bytes;
   rep["covariance_ms"] = r.covariance_ms;
   rep["factor_ms"] = r.factor_ms;
   rep["solve_ms"] = r.solve_ms;
@@ -107,14 +118,17 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
 nb::dict reconstructor_of_matrices(const AnyArray& cmm, const AnyArray& ctm,
                                    const std::string& policy, const std::optional<AnyArray>& table,
                                    const std::string& solve_policy, std::int64_t tile, bool recover,
-                                   const std::string& device, std::uintptr_t stream) {
+                                   const std::string& device, const std::vector<int>& devices,
+                                   std::uintptr_t stream) {
   const Array a = view_of(cmm, "cmm");
   const Array b = view_of(ctm, "ctm");
   linalg::CholeskyOptions co;
   co.policy = policy_of(policy, table);
   co.recover = recover;
+  co.devices = devices;  // checked by hs.ao.reconstructor: a list means a GPU run
   linalg::SolveOptions so;
   so.policy = linalg::parse_policy(solve_policy);
+  so.devices = devices;
   const Memory memory =
       resolve_device(parse_device_kind(device)) == DeviceKind::Cuda ? Memory::device : Memory::host;
   linalg::CholeskyReport cr;
@@ -131,12 +145,8 @@ nb::dict reconstructor_of_matrices(const AnyArray& cmm, const AnyArray& ctm,
     r = rows.to(Memory::host);
   }
   nb::dict rep;
-  rep["policy"] = cr.policy;
-  rep["tiles"] = tile_counts(cr.tiles);
+  add_factor_fields(rep, cr);
   rep["solve_tiles"] = tile_counts(sr.tiles);
-  rep["attempts"] = cr.attempts;
-  rep["recoveries"] = cr.recoveries;
-  rep["workspace_bytes"] = cr.workspace_bytes;
   nb::dict d;
   d["R"] = to_python(r, Framework::numpy);
   d["report"] = rep;
@@ -176,11 +186,11 @@ void bind_ao(nb::module_& m) {
         nb::arg("device"), nb::arg("noise"), "Cmm, Ctm or Ctt of a system, dense, host.");
   m.def("ao_reconstructor_system", &reconstructor_of_system, nb::arg("system"), nb::arg("policy"),
         nb::arg("table").none(), nb::arg("solve_policy"), nb::arg("tile"), nb::arg("recover"),
-        nb::arg("device"), nb::arg("tiptilt"),
+        nb::arg("device"), nb::arg("devices"), nb::arg("tiptilt"),
         "halfscope::ao::tomographic_reconstructor of a system.");
   m.def("ao_reconstructor_matrices", &reconstructor_of_matrices, nb::arg("cmm"), nb::arg("ctm"),
         nb::arg("policy"), nb::arg("table").none(), nb::arg("solve_policy"), nb::arg("tile"),
-        nb::arg("recover"), nb::arg("device"), nb::arg("stream"),
+        nb::arg("recover"), nb::arg("device"), nb::arg("devices"), nb::arg("stream"),
         "R = Ctm Cmm^-1 by the tile Cholesky.");
   m.def(
       "ao_reconstructor_fp64",

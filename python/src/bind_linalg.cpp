@@ -53,6 +53,10 @@ nb::dict report_of(const linalg::CholeskyReport& r) {
   d["attempts"] = r.attempts;
   d["recoveries"] = r.recoveries;
   d["workspace_bytes"] = r.workspace_bytes;
+  d["out_of_core_slabs"] = r.out_of_core_slabs;
+  d["host_to_device_bytes"] = r.host_to_device_bytes;
+  d["device_to_host_bytes"] = r.device_to_host_bytes;
+  d["device_to_device_bytes"] = r.device_to_device_bytes;
   return d;
 }
 
@@ -65,14 +69,22 @@ Array lower_dense(const linalg::TileMatrix& l) {
   return dense;
 }
 
+// `devices` and `device_memory` come checked from hs.linalg.cholesky (linalg.py).
 nb::dict cholesky(const AnyArray& a, const std::string& policy,
                   const std::optional<AnyArray>& table, std::int64_t tile, bool recover,
-                  const std::string& device, std::uintptr_t stream) {
+                  const std::string& device, const std::vector<int>& devices,
+                  std::int64_t device_memory, std::uintptr_t stream) {
   const Array dense = view_of(a, "a");
   linalg::CholeskyOptions o;
   o.policy = policy_of(policy, table);
   o.recover = recover;
-  const Memory memory = memory_for(device);
+  o.devices = devices;
+  o.device_memory = device_memory;
+  // With a device list a host matrix stays on the host: the library copies it to the devices
+  // (out of core on one device when it does not fit the budget); a device matrix stays there.
+  const Memory memory = devices.empty()     ? memory_for(device)
+                        : dense.on_device() ? Memory::device
+                                            : Memory::host;
   linalg::CholeskyReport r;
   Array l;
   {
@@ -155,7 +167,8 @@ nb::dict solve(const AnyArray& a, const AnyArray& b, const std::string& policy,
 
 void bind_linalg(nb::module_& m) {
   m.def("cholesky", &cholesky, nb::arg("a"), nb::arg("policy"), nb::arg("table").none(),
-        nb::arg("tile"), nb::arg("recover"), nb::arg("device"), nb::arg("stream"),
+        nb::arg("tile"), nb::arg("recover"), nb::arg("device"), nb::arg("devices"),
+        nb::arg("device_memory"), nb::arg("stream"),
         "Tile Cholesky of an SPD matrix under a precision policy; L dense, float32, host.");
   m.def("spd_solve", &solve, nb::arg("a"), nb::arg("b"), nb::arg("policy"), nb::arg("table").none(),
         nb::arg("solve_policy"), nb::arg("tile"), nb::arg("refine"), nb::arg("max_iterations"),

@@ -77,12 +77,16 @@ void common_params(BenchCase& c, const BenchMatrix& m, std::int64_t n, bool gpu,
   c.params["flops"] = std::pow(static_cast<double>(n), 3) / 3.0;
 }
 
+// One policy's case. Out of core (GPU, o.device_memory > 0): the input is a pinned host copy of
+// `reference` (untimed), factored from there on the listed device (or the current one) within
+// the budget; the time covers every copy in and out.
 BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std::string& text,
-                      bool gpu, std::int64_t nb, const linalg::TileMatrix& reference) {
+                      bool gpu, std::int64_t nb, const linalg::TileMatrix& reference,
+                      bool out_of_core) {
   const std::int64_t n = ao::measurement_count(m.system);
   BenchCase c;
-  c.implementation = "halfscope";
-  c.method = "tile-cholesky";
+  c.implementation = out_of_core ? "halfscope-ooc" : "halfscope";
+  c.method = out_of_core ? "tile-cholesky-out-of-core" : "tile-cholesky";
   c.precision = text;
   common_params(c, m, n, gpu, o.layers);
   c.params["tile"] = nb;
@@ -91,6 +95,16 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
   linalg::CholeskyOptions options;
   options.policy = linalg::parse_policy(text);
   options.devices = o.devices;
+  if (out_of_core) {
+    int current = 0;
+#if HALFSCOPE_WITH_CUDA
+    HS_CUDA_CHECK(cudaGetDevice(&current));
+#endif
+    if (options.devices.empty()) options.devices = {current};
+    options.device_memory = o.device_memory;
+    c.params["device_memory"] = o.device_memory;
+    c.params["input"] = std::string("pinned host memory");
+  }
   c.params["devices"] = static_cast<std::int64_t>(std::max<std::size_t>(o.devices.size(), 1));
   std::vector<double> times;
   linalg::CholeskyReport report;
@@ -110,8 +124,14 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
   };
   try {
     for (int r = 0; r < o.repeats; ++r) {
-      a = {};  // the previous factor's memory back before the next input is made
-      a = ao::covariance_tiles(m.system, ao::CovarianceKind::cmm, nb, cmm_options(gpu, DType::f32));
+      a = {};             // the previous factor's memory back before the next input is made
+      if (out_of_core) {  // the host copy of the same input: the device shows only the factor
+        a.layout = reference.layout;
+        a.storage = reference.storage.clone(Memory::pinned);
+      } else {
+        a = ao::covariance_tiles(m.system, ao::CovarianceKind::cmm, nb,
+                                 cmm_options(gpu, DType::f32));
+      }
       times.push_back(time_factor(a, options, gpu, report));
     }
   } catch (const NumericalError& e) {  // NotPositiveDefinite or an FP16 overflow: recorded
@@ -130,6 +150,10 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
     c.params["tiles_" + std::string(linalg::gemm_variant_name(v))] = report.count(v);
   c.params["attempts"] = report.attempts;
   c.params["workspace_bytes"] = report.workspace_bytes;
+  c.params["out_of_core_slabs"] = report.out_of_core_slabs;
+  c.params["host_to_device_bytes"] = report.host_to_device_bytes;
+  c.params["device_to_host_bytes"] = report.device_to_host_bytes;
+  c.params["device_to_device_bytes"] = report.device_to_device_bytes;
   const BackwardError e = cholesky_backward_error(a, reference, o.error_tiles);
   c.error["backward"] = e.relative;
   c.error["max_tile_backward"] = e.max_tile_relative;
@@ -185,7 +209,8 @@ BenchCase cusolver_case(const CholBenchOptions& o, const BenchMatrix& m, DType d
 }
 #endif
 
-// Speed-ups against cuSOLVER spotrf / dpotrf of the same matrix, on the halfscope cases.
+// Speed-ups against cuSOLVER spotrf / dpotrf of the same matrix, on the halfscope cases, and of
+// each out-of-core case its rate against the in-core case of its policy.
 void add_ratios(std::vector<BenchCase>& cases, std::size_t first) {
   double sp = NAN, dp = NAN;
   for (std::size_t i = first; i < cases.size(); ++i)
@@ -193,9 +218,14 @@ void add_ratios(std::vector<BenchCase>& cases, std::size_t first) {
       (cases[i].method == "spotrf" ? sp : dp) = cases[i].stats.median_ms;
   for (std::size_t i = first; i < cases.size(); ++i) {
     BenchCase& c = cases[i];
-    if (c.implementation != "halfscope" || c.stats.repeats == 0) continue;
+    if (c.implementation.rfind("halfscope", 0) != 0 || c.stats.repeats == 0) continue;
     if (std::isfinite(sp)) c.params["speedup_vs_spotrf"] = sp / c.stats.median_ms;
     if (std::isfinite(dp)) c.params["speedup_vs_dpotrf"] = dp / c.stats.median_ms;
+    if (c.implementation != "halfscope-ooc") continue;
+    for (std::size_t j = first; j < cases.size(); ++j)
+      if (cases[j].implementation == "halfscope" && cases[j].precision == c.precision &&
+          cases[j].stats.repeats > 0)
+        c.params["rate_vs_in_core"] = cases[j].stats.median_ms / c.stats.median_ms;
   }
 }
 
@@ -214,6 +244,9 @@ ao::AoSystem eelt_first_sensors(std::int64_t k, int layers) {
 BenchReport run_cholesky_bench(const CholBenchOptions& o) {
   if (o.repeats < 1) throw InvalidInput("bench cholesky: repeats must be >= 1");
   if (o.policies.empty()) throw InvalidInput("bench cholesky: at least one policy is needed");
+  if (o.device_memory < 0)
+    throw InvalidInput("bench cholesky: device_memory must be >= 0 bytes, found " +
+                       std::to_string(o.device_memory));
   for (const std::string& p : o.policies) (void)linalg::parse_policy(p);  // fail before any work
   std::vector<BenchMatrix> matrices;
   for (const std::int64_t n : o.sizes) {
@@ -237,6 +270,10 @@ BenchReport run_cholesky_bench(const CholBenchOptions& o) {
   if (matrices.empty()) throw InvalidInput("bench cholesky: give --sizes or --systems");
   const DeviceKind device = resolve_device(o.device);
   const bool gpu = device == DeviceKind::Cuda;
+  if (o.device_memory > 0 && !gpu)
+    throw InvalidInput(
+        "bench cholesky: a device memory budget (out-of-core cases) needs the GPU, "
+        "but the bench runs on the CPU");
   const std::int64_t nb = o.tile > 0 ? o.tile : gpu ? 1024 : 512;
   BenchReport report =
       BenchReport::start("cholesky", gpu ? describe_cuda_device(0) : describe_cpu());
@@ -248,8 +285,11 @@ BenchReport run_cholesky_bench(const CholBenchOptions& o) {
     linalg::TileMatrix reference =
         ao::covariance_tiles(m.system, ao::CovarianceKind::cmm, nb, cmm_options(gpu, DType::f32));
     if (reference.storage.on_device()) reference.storage = reference.storage.to(Memory::host);
-    for (const std::string& p : o.policies)
-      report.cases.push_back(policy_case(o, m, p, gpu, nb, reference));
+    for (const std::string& p : o.policies) {
+      report.cases.push_back(policy_case(o, m, p, gpu, nb, reference, false));
+      if (gpu && o.device_memory > 0)
+        report.cases.push_back(policy_case(o, m, p, gpu, nb, reference, true));
+    }
 #if HALFSCOPE_WITH_CUDA
     if (gpu && o.cusolver) {
       report.cases.push_back(cusolver_case(o, m, DType::f32));

@@ -64,6 +64,50 @@ bool promote_region(std::vector<GemmVariant>& variants, std::int64_t nt, std::in
   return true;
 }
 
+#if HALFSCOPE_WITH_CUDA
+// The device budget of an out-of-core factorization, or 0 when the matrix is factored in core:
+// on the device (in place, or a device of the list), or on the host with a layout that fits
+// every listed device. A host matrix too large for several devices is refused: the out-of-core
+// factorization runs on one.
+std::int64_t out_of_core_budget(const TileMatrix& a, const std::vector<GemmVariant>& variants,
+                                const CholeskyOptions& options) {
+  if (a.storage.on_device()) return 0;
+  const std::int64_t need = detail::in_core_device_bytes(a.layout, variants);
+  for (const int d : options.devices) {
+    const std::int64_t budget = detail::device_budget(d, options.device_memory);
+    if (need <= budget) continue;
+    if (options.devices.size() == 1) return budget;
+    throw Unsupported("cholesky_tiles: over " + std::to_string(options.devices.size()) +
+                      " devices every device holds the whole layout and scratch, " +
+                      std::to_string(need) + " bytes, but device " + std::to_string(d) +
+                      " may use " + std::to_string(budget) +
+                      " (device_memory, or its free memory): list one device to factor out of "
+                      "core, or give more device memory");
+  }
+  return 0;
+}
+
+// Bytes the several-device factorization moves (cholesky_devices_cuda.cu): each column goes to
+// every other device, peer to peer; a host matrix goes in and the factor comes back; device
+// storage on a device that is not listed is copied in and back too.
+void add_device_traffic(const TileMatrix& a, const std::vector<int>& devices,
+                        CholeskyReport& report) {
+  const std::int64_t bytes = a.layout.element_count() * 4;
+  const auto g =
+      static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), a.layout.tile_cols()));
+  report.device_to_device_bytes += (g - 1) * bytes;
+  if (!a.storage.on_device()) {
+    report.host_to_device_bytes += bytes;
+    report.device_to_host_bytes += bytes;
+    return;
+  }
+  cudaPointerAttributes where{};
+  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, a.storage.data()));
+  if (std::find(devices.begin(), devices.begin() + g, where.device) == devices.begin() + g)
+    report.device_to_device_bytes += 2 * bytes;
+}
+#endif
+
 }  // namespace
 
 // Promotes, in one retry, what the failure says cannot work at any lower level: every GEMM reading
@@ -106,6 +150,15 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   if (a.dtype() != DType::f32)
     throw InvalidInput("cholesky_tiles: the matrix must be float32, found " +
                        std::string(dtype_name(a.dtype())));
+  if (options.device_memory < 0)
+    throw InvalidInput(
+        "cholesky_tiles: device_memory must be >= 0 bytes (0: the free memory), found " +
+        std::to_string(options.device_memory));
+  if (options.device_memory > 0 && options.devices.empty())
+    throw InvalidInput(
+        "cholesky_tiles: device_memory applies to the listed devices, but no devices "
+        "were given");
+
 #if !HALFSCOPE_WITH_CUDA
   if (a.storage.on_device())
     throw Unsupported("cholesky_tiles: device memory in a build without CUDA");
@@ -139,8 +192,18 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
     try {
       if (!options.devices.empty()) {
 #if HALFSCOPE_WITH_CUDA
-        report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, report.policy,
-                                                                      &failed, options.devices);
+        if (const std::int64_t budget = out_of_core_budget(a, variants, options); budget > 0) {
+          const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
+              a, variants, report.policy, &failed, options.devices.front(), budget);
+          report.workspace_bytes = kept + o.workspace;
+          report.out_of_core_slabs = o.slabs;
+          report.host_to_device_bytes += o.host_to_device;
+          report.device_to_host_bytes += o.device_to_host;
+        } else {
+          add_device_traffic(a, options.devices, report);
+          report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, report.policy,
+                                                                        &failed, options.devices);
+        }
 #endif
       } else if (a.storage.on_device()) {
 #if HALFSCOPE_WITH_CUDA

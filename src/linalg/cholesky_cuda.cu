@@ -107,12 +107,107 @@ void throw_first_failure(const Factor& fc, const std::vector<int>& infos, Failur
   if (code != kNoFailure) throw_failure(fc, code, policy_name, failed);
 }
 
+void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s) {
+  const std::int64_t nt = fc.nt, nb = fc.nb, n = fc.a.layout.rows();
+  bool used[kFormats] = {};
+  const auto tags = consumer_tags(fc, used);
+  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
+  for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
+    if (!used[f]) continue;
+    for (int parity = 0; parity < 2; ++parity)
+      fc.panel[f][parity] =
+          s.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)), stream);
+    const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
+    s.tags[f] = static_cast<FailureCode*>(s.take(bytes, stream));
+    HS_CUDA_CHECK(cudaMemcpyAsync(s.tags[f], tags[f].data(), static_cast<std::size_t>(bytes),
+                                  cudaMemcpyHostToDevice, stream));
+  }
+  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
+    if (panel_elems == 0 ||
+        std::find(fc.variants.begin(), fc.variants.end(), v) == fc.variants.end())
+      continue;
+    const auto cf = static_cast<int>(c_format(v));
+    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
+      fc.c_scratch[cf][side] = s.take(panel_elems * format_bytes(c_format(v)), stream);
+  }
+  fc.flag = static_cast<FailureCode*>(s.take(sizeof(FailureCode), stream));
+  HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), stream));  // kNoFailure
+  s.infos = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
+  HS_CUDA_CHECK(cudaMemsetAsync(s.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), stream));
+  s.tall = static_cast<float*>(s.take(std::max<std::int64_t>(panel_elems, 1) * 4, stream));
+  // The size query reads no data: any device pointer does.
+  HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver, CUBLAS_FILL_MODE_LOWER,
+                                                static_cast<int>(std::min(nb, n)), s.tall,
+                                                static_cast<int>(std::min(nb, n)), &s.lwork));
+  s.work = static_cast<float*>(
+      s.take(std::max(s.lwork, 1) * static_cast<std::int64_t>(sizeof(float)), stream));
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // `tags` is freed on return
+}
+
+std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
+  const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
+  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
+  bool used[kFormats] = {}, c_used[kFormats] = {};
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i) {
+      const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
+      used[static_cast<int>(operand_format(v))] = true;
+      if (v == GemmVariant::HP3 || v == GemmVariant::DP)
+        c_used[static_cast<int>(c_format(v))] = true;
+    }
+  std::int64_t bytes = panel_elems * 4 + nt * 4 + 8;  // tall, pivots, flag
+  for (int f = 1; f < kFormats; ++f) {
+    const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
+    if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;
+    if (c_used[f]) bytes += 2 * panel_elems * b;
+  }
+  return bytes + bytes / 100 + (4 << 20);
+}
+
+void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, cudaStream_t stream,
+                          float* work, int lwork, int* infos, float* tall, std::int64_t k) const {
+  const std::int64_t hk = height(k), n = a.layout.rows();
+  HS_CUSOLVER_CHECK(cusolverDnSpotrf(solver, CUBLAS_FILL_MODE_LOWER, static_cast<int>(hk),
+                                     tile(k, k), static_cast<int>(hk), work, lwork, infos + k));
+  if (k + 1 >= nt) return;
+  const std::int64_t rows = n - (k + 1) * nb;
+  BlockSet tiles;
+  tiles.base = base, tiles.first = offset(k + 1, k), tiles.stride = nb * nb;
+  tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = height(nt - 1), tiles.cols = nb;
+  tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
+  convert_blocks(tiles, Rounding::copy, tall, flag, stream);
+  const float one = 1.0f;
+  const PedanticMath strict(blas);
+  HS_CUBLAS_CHECK(cublasStrsm(blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
+                              CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows), static_cast<int>(nb),
+                              &one, tile(k, k), static_cast<int>(nb), tall,
+                              static_cast<int>(rows)));
+  BlockSet back = tiles;
+  back.base = tall, back.first = 0, back.stride = nb, back.src_ld = rows;
+  back.dst_stride = nb * nb, back.dst_ld = 0;
+  convert_blocks(back, Rounding::copy, tile(k + 1, k), flag, stream);
+}
+
+void Factor::convert_panel(cudaStream_t stream, FailureCode* const* tags, std::int64_t k) const {
+  const bool far = k < first_resident;
+  const std::int64_t row0 = far ? streamed_row0 : k + 1;
+  if (row0 >= nt) return;
+  for (int f = 1; f < kFormats; ++f) {
+    if (!panel[f][0]) continue;
+    BlockSet set;
+    set.base = far ? streamed[k % 2] : base, set.first = far ? 0 : offset(row0, k);
+    set.stride = nb * nb, set.count = nt - row0, set.rows = nb, set.last_rows = height(nt - 1);
+    set.cols = nb, set.dst_stride = nb * nb, set.tags = tags[f] + k * nt + (row0 - k - 1);
+    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), panel[f][k % 2], flag, stream);
+  }
+}
+
 std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& variants,
                            const std::string& policy_name, FailedTile* failed) {
   Factor fc{a, variants};
   fc.nt = a.layout.tile_rows(), fc.nb = a.layout.tile_size();
   fc.base = a.storage.data_as<float>();
-  const std::int64_t nt = fc.nt, nb = fc.nb, n = a.layout.rows();
+  const std::int64_t nt = fc.nt;
   // The panel stream is the critical path: its kernels go first when both streams have work.
   cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get();
@@ -124,36 +219,9 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   after_legacy_stream(p);
   after_legacy_stream(u);
 
-  bool used[kFormats] = {};
-  const auto tags = consumer_tags(fc, used);
-  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  std::vector<std::unique_ptr<cuda::StreamScratch>> scratch;  // freed in P's order at the end
-  std::int64_t workspace = 0;
-  auto take = [&](std::int64_t bytes) {
-    scratch.push_back(std::make_unique<cuda::StreamScratch>(bytes, p));
-    workspace += bytes;
-    return scratch.back()->get();
-  };
-  FailureCode* tag_tables[kFormats] = {};
-  for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
-    if (!used[f]) continue;
-    const auto fmt = static_cast<OperandFormat>(f);
-    for (int parity = 0; parity < 2; ++parity)
-      fc.panel[f][parity] = take(panel_elems * format_bytes(fmt));
-    const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
-    tag_tables[f] = static_cast<FailureCode*>(take(bytes));
-    HS_CUDA_CHECK(cudaMemcpyAsync(tag_tables[f], tags[f].data(), static_cast<std::size_t>(bytes),
-                                  cudaMemcpyHostToDevice, p));
-  }
-  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
-    if (!used[static_cast<int>(operand_format(v))] || panel_elems == 0) continue;
-    bool any = false;
-    for (const GemmVariant x : variants) any |= x == v;
-    const OperandFormat cf = c_format(v);
-    if (any && !fc.c_scratch[static_cast<int>(cf)][0])
-      for (int side = 0; side < 2; ++side)
-        fc.c_scratch[static_cast<int>(cf)][side] = take(panel_elems * format_bytes(cf));
-  }
+  PanelScratch ps;  // freed in P's order at the end
+  make_scratch(fc, solver.get(), p, ps);
+  const auto take = [&](std::int64_t bytes) { return ps.take(bytes, p); };
   {
     std::vector<const void*> a_host, b_host;
     std::vector<void*> c_host;
@@ -172,66 +240,18 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
       HS_CUDA_CHECK(cudaStreamSynchronize(p));
     }
   }
-  fc.flag = static_cast<FailureCode*>(take(sizeof(FailureCode)));
-  HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), p));  // kNoFailure
-  auto* infos = static_cast<int*>(take(nt * static_cast<std::int64_t>(sizeof(int))));
-  HS_CUDA_CHECK(cudaMemsetAsync(infos, 0, static_cast<std::size_t>(nt) * sizeof(int), p));
-  int lwork = 0;
-  HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver.get(), CUBLAS_FILL_MODE_LOWER,
-                                                static_cast<int>(std::min(nb, n)), fc.base,
-                                                static_cast<int>(std::min(nb, n)), &lwork));
-  auto* work =
-      static_cast<float*>(take(std::max(lwork, 1) * static_cast<std::int64_t>(sizeof(float))));
-
   std::vector<std::unique_ptr<cuda::Event>> panel_done, col_done, update_done;
   for (std::int64_t k = 0; k < nt; ++k) {
     panel_done.push_back(std::make_unique<cuda::Event>());
     col_done.push_back(std::make_unique<cuda::Event>());
     update_done.push_back(std::make_unique<cuda::Event>());
   }
-  auto* tall = static_cast<float*>(take(std::max<std::int64_t>(panel_elems, 1) * 4));
   const DrainStreams drain{p, u};
-  const float one = 1.0f;
   for (std::int64_t k = 0; k < nt; ++k) {
-    const std::int64_t hk = fc.height(k);
-    HS_CUSOLVER_CHECK(cusolverDnSpotrf(solver.get(), CUBLAS_FILL_MODE_LOWER, static_cast<int>(hk),
-                                       fc.tile(k, k), static_cast<int>(hk), work, lwork,
-                                       infos + k));
-    if (k + 1 < nt) {
-      // One strsm for the whole panel: the tiles (k+1 .. NT-1, k) each have their own leading
-      // dimension, so they are gathered into one tall column-major matrix (ld = its rows) and
-      // scattered back. One tall solve keeps the GPU busy where a strsm per tile (measured: the
-      // panel stream's critical path) did not; the arithmetic is strsm's either way.
-      const std::int64_t rows = n - (k + 1) * nb;
-      BlockSet tiles;
-      tiles.base = fc.base, tiles.first = a.layout.tile_offset(k + 1, k), tiles.stride = nb * nb;
-      tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = fc.height(nt - 1),
-      tiles.cols = nb;
-      tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
-      convert_blocks(tiles, Rounding::copy, tall, fc.flag, p);
-      const PedanticMath strict(panel_blas.get());
-      HS_CUBLAS_CHECK(cublasStrsm(panel_blas.get(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER,
-                                  CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows),
-                                  static_cast<int>(nb), &one, fc.tile(k, k), static_cast<int>(nb),
-                                  tall, static_cast<int>(rows)));
-      BlockSet back = tiles;
-      back.base = tall, back.first = 0, back.stride = nb, back.src_ld = rows;
-      back.dst_stride = nb * nb, back.dst_ld = 0;
-      convert_blocks(back, Rounding::copy, fc.tile(k + 1, k), fc.flag, p);
-    }
-    if (k + 1 < nt) {
-      // Parity k % 2 was last read by step k - 2's updates.
-      if (k >= 2) HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));
-      for (int f = 1; f < kFormats; ++f) {
-        if (!fc.panel[f][0]) continue;
-        BlockSet set;
-        set.base = fc.base, set.first = a.layout.tile_offset(k + 1, k), set.stride = nb * nb;
-        set.count = nt - k - 1, set.rows = nb, set.last_rows = fc.height(nt - 1), set.cols = nb;
-        set.dst_stride = nb * nb, set.tags = tag_tables[f] + k * nt;
-        convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), fc.panel[f][k % 2],
-                       fc.flag, p);
-      }
-    }
+    fc.factor_panel(solver.get(), panel_blas.get(), p, ps.work, ps.lwork, ps.infos, ps.tall, k);
+    // Parity k % 2 was last read by step k - 2's updates.
+    if (k >= 2 && k + 1 < nt) HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));
+    fc.convert_panel(p, ps.tags, k);
     panel_done[k]->record(p);
     if (k + 1 < nt) {
       // Look-ahead: column k + 1 needs step k - 1's update of it (U's first column then).
@@ -250,12 +270,13 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   std::vector<int> info_host(static_cast<std::size_t>(nt));
   FailureCode code = kNoFailure;
   HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[nt - 1]->get(), 0));
-  HS_CUDA_CHECK(cudaMemcpyAsync(info_host.data(), infos, static_cast<std::size_t>(nt) * sizeof(int),
-                                cudaMemcpyDeviceToHost, p));
+  HS_CUDA_CHECK(cudaMemcpyAsync(info_host.data(), ps.infos,
+                                static_cast<std::size_t>(nt) * sizeof(int), cudaMemcpyDeviceToHost,
+                                p));
   HS_CUDA_CHECK(cudaMemcpyAsync(&code, fc.flag, sizeof(FailureCode), cudaMemcpyDeviceToHost, p));
   HS_CUDA_CHECK(cudaStreamSynchronize(p));
   throw_first_failure(fc, info_host, code, policy_name, failed);
-  return workspace;
+  return ps.bytes;
 }
 
 }  // namespace halfscope::linalg::detail

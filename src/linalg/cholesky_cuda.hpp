@@ -32,4 +32,35 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
                                    const std::string& policy_name, FailedTile* failed,
                                    const std::vector<int>& devices);
 
+/// What an out-of-core factorization did.
+struct OutOfCore {
+  std::int64_t slabs = 0;
+  std::int64_t host_to_device = 0;  // bytes
+  std::int64_t device_to_host = 0;
+  std::int64_t workspace = 0;  // device bytes, slab buffers included
+};
+
+/// Device bytes the in-core factorization of `layout` needs on each device that holds a copy of
+/// it: the layout, scratch_bytes and the step pointer arrays.
+std::int64_t in_core_device_bytes(const TileLayout& layout,
+                                  const std::vector<GemmVariant>& variants);
+
+/// The device memory a factorization may use on `device`: `requested` when positive, else the
+/// device's free memory less 5 % (the allocator's pools and fragmentation).
+std::int64_t device_budget(int device, std::int64_t requested);
+
+/// Device bytes cholesky_cuda_out_of_core needs besides its two slab buffers (scratch_bytes,
+/// two staging columns, the flags).
+std::int64_t out_of_core_fixed_bytes(const TileLayout& layout,
+                                     const std::vector<GemmVariant>& variants);
+
+/// Factors the lower float32 host (pageable or pinned) tile matrix `a` in place on CUDA device
+/// `device`, using at most `budget` bytes of device memory, by slabs of tile columns streamed
+/// through it (cholesky_ooc_cuda.cu): the same arithmetic per tile as cholesky_cuda, the same
+/// failures and messages (the first failure of the first failing slab). Throws InvalidInput when
+/// the budget cannot hold two slabs of one tile column and the scratch, naming both.
+OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant>& variants,
+                                    const std::string& policy_name, FailedTile* failed, int device,
+                                    std::int64_t budget);
+
 }  // namespace halfscope::linalg::detail

@@ -43,15 +43,9 @@ struct Part {
   std::unique_ptr<cuda::CusolverHandle> solver;
   std::unique_ptr<cuda::CublasHandle> panel_blas, update_blas;
   std::unique_ptr<Factor> fc;
-  std::vector<std::unique_ptr<cuda::StreamScratch>> scratch;
+  PanelScratch ps;  // the factorization's scratch; ps.bytes counts the copy of the layout too
   std::vector<std::unique_ptr<cuda::Event>> panel_done, col_done, update_done;
   std::unique_ptr<cuda::Event> ready;
-  FailureCode* tags[kFormats] = {};
-  int* infos = nullptr;
-  float* work = nullptr;
-  float* tall = nullptr;
-  int lwork = 0;
-  std::int64_t workspace = 0;
 
   Part() = default;
   Part(const Part&) = delete;
@@ -60,7 +54,7 @@ struct Part {
     if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
     for (const auto& s : {p.get(), u.get()})
       if (s && cudaStreamSynchronize(s->get()) != cudaSuccess) (void)cudaGetLastError();
-    scratch.clear();  // stream-ordered frees on p, before the streams go
+    ps.blocks.clear();  // stream-ordered frees on p, before the streams go
     fc.reset();
     update_blas.reset();
     panel_blas.reset();
@@ -69,18 +63,8 @@ struct Part {
     p.reset();
   }
 
-  void* take(std::int64_t bytes) {
-    scratch.push_back(std::make_unique<cuda::StreamScratch>(bytes, p->get()));
-    workspace += bytes;
-    return scratch.back()->get();
-  }
+  void* take(std::int64_t bytes) { return ps.take(bytes, p->get()); }
 };
-
-// Elements of tile column j from its diagonal tile down (contiguous in the layout).
-std::int64_t column_elements(const TileLayout& l, std::int64_t j) {
-  const std::int64_t end = j + 1 < l.tile_cols() ? l.tile_offset(j + 1, j + 1) : l.element_count();
-  return end - l.tile_offset(j, j);
-}
 
 // Creates device d's share: streams, handles, its copy of the layout with its own columns
 // (copied from `a`), and the scratch of the single-device factorization.
@@ -101,7 +85,7 @@ void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants,
     part.copy = a;  // shares the caller's storage
   } else {
     part.copy = TileMatrix(l, DType::f32, Memory::device);
-    part.workspace += part.copy.storage.nbytes();
+    part.ps.bytes += part.copy.storage.nbytes();
     for (std::int64_t j = index; j < nt; j += parts) {
       const std::int64_t at = l.tile_offset(j, j);
       HS_CUDA_CHECK(cudaMemcpyAsync(
@@ -115,25 +99,7 @@ void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants,
   fc.owned.assign(static_cast<std::size_t>(nt), 0);
   for (std::int64_t j = index; j < nt; j += parts) fc.owned[static_cast<std::size_t>(j)] = 1;
 
-  bool used[kFormats] = {};
-  const auto tags = consumer_tags(fc, used);
-  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
-    if (!used[f]) continue;
-    for (int parity = 0; parity < 2; ++parity)
-      fc.panel[f][parity] = part.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)));
-    const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
-    part.tags[f] = static_cast<FailureCode*>(part.take(bytes));
-    HS_CUDA_CHECK(cudaMemcpyAsync(part.tags[f], tags[f].data(), static_cast<std::size_t>(bytes),
-                                  cudaMemcpyHostToDevice, p));
-  }
-  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
-    if (panel_elems == 0 || std::find(variants.begin(), variants.end(), v) == variants.end())
-      continue;
-    const auto cf = static_cast<int>(c_format(v));
-    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
-      fc.c_scratch[cf][side] = part.take(panel_elems * format_bytes(c_format(v)));
-  }
+  make_scratch(fc, part.solver->get(), p, part.ps);
   std::vector<const void*> a_host, b_host;
   std::vector<void*> c_host;
   fc.plan_groups(a_host, b_host, c_host);
@@ -147,16 +113,6 @@ void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants,
     HS_CUDA_CHECK(cudaMemcpyAsync(fc.b_ptrs, b_host.data(), copy, cudaMemcpyHostToDevice, p));
     HS_CUDA_CHECK(cudaMemcpyAsync(fc.c_ptrs, c_host.data(), copy, cudaMemcpyHostToDevice, p));
   }
-  fc.flag = static_cast<FailureCode*>(part.take(sizeof(FailureCode)));
-  HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), p));  // kNoFailure
-  part.infos = static_cast<int*>(part.take(nt * static_cast<std::int64_t>(sizeof(int))));
-  HS_CUDA_CHECK(cudaMemsetAsync(part.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), p));
-  HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(part.solver->get(), CUBLAS_FILL_MODE_LOWER,
-                                                static_cast<int>(std::min(nb, n)), fc.base,
-                                                static_cast<int>(std::min(nb, n)), &part.lwork));
-  part.work = static_cast<float*>(
-      part.take(std::max(part.lwork, 1) * static_cast<std::int64_t>(sizeof(float))));
-  part.tall = static_cast<float*>(part.take(std::max<std::int64_t>(panel_elems, 1) * 4));
   for (std::int64_t k = 0; k < nt; ++k) {
     part.panel_done.push_back(std::make_unique<cuda::Event>());
     part.col_done.push_back(std::make_unique<cuda::Event>());
@@ -169,50 +125,18 @@ void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants,
   HS_CUDA_CHECK(cudaStreamSynchronize(p));
 }
 
-// Step k's panel on its owner: spotrf, the panel's tall strsm (as cholesky_cuda.cu).
+// Step k's panel on its owner (Factor::factor_panel).
 void factor_panel(Part& part, std::int64_t k) {
-  Factor& fc = *part.fc;
-  const cudaStream_t p = part.p->get();
-  const std::int64_t nt = fc.nt, nb = fc.nb, n = fc.a.layout.rows(), hk = fc.height(k);
-  HS_CUSOLVER_CHECK(cusolverDnSpotrf(part.solver->get(), CUBLAS_FILL_MODE_LOWER,
-                                     static_cast<int>(hk), fc.tile(k, k), static_cast<int>(hk),
-                                     part.work, part.lwork, part.infos + k));
-  if (k + 1 >= nt) return;
-  const std::int64_t rows = n - (k + 1) * nb;
-  BlockSet tiles;
-  tiles.base = fc.base, tiles.first = fc.a.layout.tile_offset(k + 1, k), tiles.stride = nb * nb;
-  tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = fc.height(nt - 1), tiles.cols = nb;
-  tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
-  convert_blocks(tiles, Rounding::copy, part.tall, fc.flag, p);
-  const float one = 1.0f;
-  const PedanticMath strict(part.panel_blas->get());
-  HS_CUBLAS_CHECK(cublasStrsm(part.panel_blas->get(), CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER,
-                              CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows),
-                              static_cast<int>(nb), &one, fc.tile(k, k), static_cast<int>(nb),
-                              part.tall, static_cast<int>(rows)));
-  BlockSet back = tiles;
-  back.base = part.tall, back.first = 0, back.stride = nb, back.src_ld = rows;
-  back.dst_stride = nb * nb, back.dst_ld = 0;
-  convert_blocks(back, Rounding::copy, fc.tile(k + 1, k), fc.flag, p);
+  const PanelScratch& ps = part.ps;
+  part.fc->factor_panel(part.solver->get(), part.panel_blas->get(), part.p->get(), ps.work,
+                        ps.lwork, ps.infos, ps.tall, k);
 }
 
 // The low-precision copies of panel k this device's updates read (parity k % 2).
 void convert_panel(Part& part, std::int64_t k) {
-  Factor& fc = *part.fc;
-  const std::int64_t nt = fc.nt, nb = fc.nb;
-  if (k + 1 >= nt) return;
-  const cudaStream_t p = part.p->get();
   // Parity k % 2 was last read by step k - 2's updates.
-  if (k >= 2) HS_CUDA_CHECK(cudaStreamWaitEvent(p, part.update_done[k - 2]->get(), 0));
-  for (int f = 1; f < kFormats; ++f) {
-    if (!fc.panel[f][0]) continue;
-    BlockSet set;
-    set.base = fc.base, set.first = fc.a.layout.tile_offset(k + 1, k), set.stride = nb * nb;
-    set.count = nt - k - 1, set.rows = nb, set.last_rows = fc.height(nt - 1), set.cols = nb;
-    set.dst_stride = nb * nb, set.tags = part.tags[f] + k * nt;
-    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), fc.panel[f][k % 2], fc.flag,
-                   p);
-  }
+  if (k >= 2) HS_CUDA_CHECK(cudaStreamWaitEvent(part.p->get(), part.update_done[k - 2]->get(), 0));
+  part.fc->convert_panel(part.p->get(), part.ps.tags, k);
 }
 
 }  // namespace
@@ -327,14 +251,14 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
     HS_CUDA_CHECK(cudaStreamWaitEvent(p, part.update_done[nt - 1]->get(), 0));
     std::vector<int> mine(static_cast<std::size_t>(nt));
     FailureCode flag = kNoFailure;
-    HS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), part.infos, mine.size() * sizeof(int),
+    HS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), part.ps.infos, mine.size() * sizeof(int),
                                   cudaMemcpyDeviceToHost, p));
     HS_CUDA_CHECK(cudaMemcpyAsync(&flag, part.fc->flag, sizeof flag, cudaMemcpyDeviceToHost, p));
     HS_CUDA_CHECK(cudaStreamSynchronize(p));
     for (std::int64_t k = i; k < nt; k += g)
       infos[static_cast<std::size_t>(k)] = mine[static_cast<std::size_t>(k)];
     code = std::min(code, flag);  // the device's atomicMin across devices: earliest first
-    workspace += part.workspace;
+    workspace += part.ps.bytes;
   }
   throw_first_failure(*parts.front()->fc, infos, code, policy_name, failed);
   if (home < 0) {

@@ -5,14 +5,17 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cusolverDn.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
 #include "linalg/cholesky_cpu.hpp"
@@ -43,6 +46,15 @@ struct Factor {
   FailureCode* flag = nullptr;
   /// Tile columns this device updates (empty: all of them).
   std::vector<char> owned{};
+  /// Element offset of the layout at `base` (out of core: the first tile of the resident slab;
+  /// only the slab's tiles are then addressable).
+  std::int64_t origin = 0;
+  /// Out of core: panels k < first_resident are streamed from the host, their FP32 tiles from
+  /// tile row streamed_row0 down packed at streamed[k % 2] (the host layout's own order), their
+  /// converted copies at panel[f][k % 2] from the same row.
+  std::int64_t first_resident = 0;
+  std::int64_t streamed_row0 = 0;
+  const float* streamed[2] = {};
 
   [[nodiscard]] bool owns(std::int64_t j) const {
     return owned.empty() || owned[static_cast<std::size_t>(j)] != 0;
@@ -51,17 +63,33 @@ struct Factor {
   [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
     return variants[static_cast<std::size_t>(i * nt + j)];
   }
-  [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const {
-    return base + a.layout.tile_offset(i, j);
+  [[nodiscard]] std::int64_t offset(std::int64_t i, std::int64_t j) const {
+    return a.layout.tile_offset(i, j) - origin;
   }
+  [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const { return base + offset(i, j); }
   [[nodiscard]] std::int64_t height(std::int64_t i) const { return a.layout.tile_height(i); }
 
   // Operand pointer of panel tile (i, k) in format f (the FP32 tile itself for fp32).
   [[nodiscard]] const void* operand(OperandFormat f, std::int64_t i, std::int64_t k) const {
-    if (f == OperandFormat::fp32) return tile(i, k);
+    const bool far = k < first_resident;
+    if (f == OperandFormat::fp32)
+      return far ? streamed[k % 2] + (i - streamed_row0) * nb * nb : tile(i, k);
     const auto* p = static_cast<const char*>(panel[static_cast<int>(f)][k % 2]);
-    return p + (i - k - 1) * nb * nb * format_bytes(f);
+    return p + (i - (far ? streamed_row0 : k + 1)) * nb * nb * format_bytes(f);
   }
+
+  // Step k's panel on `stream`: spotrf of (k, k) (its info into infos[k]), then one strsm of
+  // the tiles below it. Those tiles each have their own leading dimension, so they are gathered
+  // into one tall column-major matrix (`tall`, (n - (k + 1) nb) x nb) and scattered back: one
+  // tall solve keeps the GPU busy where a strsm per tile (measured: the panel stream's critical
+  // path) did not; the arithmetic is strsm's either way.
+  void factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, cudaStream_t stream,
+                    float* work, int lwork, int* infos, float* tall, std::int64_t k) const;
+
+  // The low-precision copies of panel k (its tiles below the diagonal, or from streamed_row0
+  // for a streamed panel) into panel[f][k % 2] for every format in use; tags[f]: the device
+  // consumer-tag tables (consumer_tags). The caller orders it after the buffers' last readers.
+  void convert_panel(cudaStream_t stream, FailureCode* const* tags, std::int64_t k) const;
 
   // C -= A B^T for the `count` tiles (i0 .. i0 + count - 1, j) with panel k, all of height m.
   void gemm_run(cublasHandle_t handle, cudaStream_t stream, int side, std::int64_t k,
@@ -108,8 +136,9 @@ struct Factor {
     const float minus_one = -1.0f, one = 1.0f;
     const PedanticMath strict(handle);  // SYRK in strict FP32, as the CPU's
     HS_CUBLAS_CHECK(cublasSsyrk(handle, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, static_cast<int>(hj),
-                                static_cast<int>(nb), &minus_one, tile(j, k), static_cast<int>(hj),
-                                &one, tile(j, j), static_cast<int>(hj)));
+                                static_cast<int>(nb), &minus_one,
+                                static_cast<const float*>(operand(OperandFormat::fp32, j, k)),
+                                static_cast<int>(hj), &one, tile(j, j), static_cast<int>(hj)));
     std::int64_t i = j + 1;
     while (i < nt) {
       std::int64_t end = i + 1;
@@ -176,6 +205,41 @@ struct Factor {
     }
   }
 };
+
+/// Elements of tile column j from its diagonal tile down (contiguous in the layout).
+inline std::int64_t column_elements(const TileLayout& l, std::int64_t j) {
+  const std::int64_t end = j + 1 < l.tile_cols() ? l.tile_offset(j + 1, j + 1) : l.element_count();
+  return end - l.tile_offset(j, j);
+}
+
+/// Device scratch of a GPU factorization besides the matrix, shared by the one-device, the
+/// several-device and the out-of-core drivers (make_scratch). Blocks are freed in the order of
+/// the stream they were allocated on, which must outlive this.
+struct PanelScratch {
+  std::vector<std::unique_ptr<cuda::StreamScratch>> blocks;
+  std::int64_t bytes = 0;
+  FailureCode* tags[kFormats] = {};  // consumer-tag tables per operand format in use
+  int* infos = nullptr;              // POTRF info per step
+  float* work = nullptr;             // cuSOLVER's workspace
+  int lwork = 0;
+  float* tall = nullptr;  // the panel's gathered TRSM operand
+
+  void* take(std::int64_t size, cudaStream_t stream) {
+    blocks.push_back(std::make_unique<cuda::StreamScratch>(size, stream));
+    bytes += size;
+    return blocks.back()->get();
+  }
+};
+
+/// Allocates on `stream` what every factorization step needs: fc.panel (two copies per operand
+/// format in use, (n - nb) x nb each), the consumer-tag tables, fc.c_scratch of HP3 / DP, fc.flag
+/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and the tall TRSM buffer.
+/// Synchronises `stream` (the host tables it uploads are then free).
+void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s);
+
+/// Bytes make_scratch takes for this layout and these variants, cuSOLVER's workspace (a few
+/// MB at most) and the allocator's rounding included as 1 % + 4 MiB.
+std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants);
 
 /// Host tables of the first consumer of each panel tile per format (0: none), as failure codes:
 /// tags[f][k * NT + (i - k - 1)] for tile (i, k); sets used[f] for every operand format in use.

@@ -47,9 +47,16 @@ std::vector<double> device_norms(const TileMatrix& a,
 }  // namespace
 
 double frobenius_norm(const float* values, std::int64_t count) {
-  double sum = 0.0;
-  for (std::int64_t x = 0; x < count; ++x) sum += static_cast<double>(values[x]) * values[x];
-  return std::sqrt(sum);
+  // Eight independent FP64 partial sums: one running sum is a chain of dependent additions (a
+  // core reads 20 GB, the E-ELT matrix, in about 6 s); eight vectorize and run at memory speed.
+  // The rounding differs from one running sum's in the last bits only.
+  double part[8] = {};
+  std::int64_t x = 0;
+  for (; x + 8 <= count; x += 8)
+    for (int l = 0; l < 8; ++l) part[l] += static_cast<double>(values[x + l]) * values[x + l];
+  for (; x < count; ++x) part[0] += static_cast<double>(values[x]) * values[x];
+  return std::sqrt(((part[0] + part[1]) + (part[2] + part[3])) +
+                   ((part[4] + part[5]) + (part[6] + part[7])));
 }
 
 std::vector<double> tile_norms(const TileMatrix& a) {
@@ -69,11 +76,13 @@ std::vector<double> tile_norms(const TileMatrix& a) {
       norms[static_cast<std::size_t>(tiles[t].first * ntc + tiles[t].second)] = packed[t];
     return norms;
   }
-#pragma omp parallel for schedule(dynamic)
-  for (std::int64_t j = 0; j < ntc; ++j)
-    for (std::int64_t i = 0; i < nt; ++i)
-      if (layout.stored(i, j))
-        norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
+  // Over tiles rather than tile columns: the first column of a lower layout holds NT tiles, the
+  // last one.
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t t = 0; t < nt * ntc; ++t) {
+    const std::int64_t i = t % nt, j = t / nt;
+    if (layout.stored(i, j)) norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
+  }
   return norms;
 }
 

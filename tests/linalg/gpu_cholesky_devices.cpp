@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cholesky_test_support.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
@@ -33,56 +34,11 @@ namespace {
 const double kRho = std::exp(-1.0 / 32.0);
 const double kKappaBound = (1 + kRho) / (1 - kRho);
 
+using test::backward;
 using test::device_lists;
-
-struct Factored {
-  std::vector<double> l;  // dense lower factor, row-major
-  CholeskyReport report;
-};
-
-Factored factor(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
-                const CholeskyOptions& opts, Memory memory) {
-  TileMatrix t = test::tiled(a, n, nb, memory);
-  Factored f;
-  f.report = cholesky_tiles(t, opts);
-  const Array d = t.to_dense();
-  f.l.assign(static_cast<std::size_t>(n * n), 0.0);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j)
-      f.l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
-  return f;
-}
-
-// ||L L^T - A||_F / ||A||_F with A the FP32-rounded input, and the bound of the header.
-std::pair<double, double> backward(const Factored& f, const std::vector<double>& dense,
-                                   std::int64_t n) {
-  double num = 0, den = 0, trace = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    trace += static_cast<float>(dense[static_cast<std::size_t>(i * n + i)]);
-    for (std::int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p <= std::min(i, j); ++p)
-        s += f.l[static_cast<std::size_t>(i * n + p)] * f.l[static_cast<std::size_t>(j * n + p)];
-      const double aij = static_cast<float>(dense[static_cast<std::size_t>(i * n + j)]);
-      num += (s - aij) * (s - aij);
-      den += aij * aij;
-    }
-  }
-  double used = 0;
-  for (const GemmVariant v : all_gemm_variants())
-    if (f.report.count(v) > 0) used = std::max(used, test::variant_term(v, n));
-  return {std::sqrt(num / den),
-          (test::gamma(n + 1, std::ldexp(1.0, -24)) + used) * trace / std::sqrt(den)};
-}
-
-double rel_diff(const std::vector<double>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    num += (x[k] - ref[k]) * (x[k] - ref[k]);
-    den += ref[k] * ref[k];
-  }
-  return std::sqrt(num / den);
-}
+using test::factor;
+using test::Factored;
+using test::rel_diff;
 
 class GpuCholeskyDevicesTest : public ::testing::TestWithParam<std::string> {};
 

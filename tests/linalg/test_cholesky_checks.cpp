@@ -102,5 +102,30 @@ TEST(CholeskyChecks, RecoverPromotesAllConsumersOfAnOverflowingOperand) {
   EXPECT_EQ(report.count(GemmVariant::SP), (nt - 1) * (nt - 2) / 2);
 }
 
+TEST(CholeskyChecks, DeviceMemoryNeedsDevicesAndNoSign) {
+  // Checked before any work, on every build: the input is left as it was.
+  TileMatrix t = test::tiled(test::kms(40, 0.5), 40, 16);
+  const Array before = t.storage.clone();
+  CholeskyOptions opts;
+  opts.device_memory = -1;
+  opts.devices = {0};
+  try {
+    (void)cholesky_tiles(t, opts);
+    ADD_FAILURE() << "negative device_memory accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("found -1"), std::string::npos) << e.what();
+  }
+  opts.device_memory = 1 << 30;
+  opts.devices.clear();
+  try {
+    (void)cholesky_tiles(t, opts);
+    ADD_FAILURE() << "device_memory without devices accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("no devices were given"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::memcmp(before.data(), t.storage.data(), static_cast<std::size_t>(before.nbytes())),
+            0);
+}
+
 }  // namespace
 }  // namespace halfscope::linalg

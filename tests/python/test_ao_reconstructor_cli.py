@@ -7,6 +7,7 @@ time: (A + dA) r^T = c^T with |dA| <= e |L||L^T| and || |L||L^T| ||_2 <= trace(A
 e = gamma_{3n+1}(2^-24) (FP32 POTRF and the two substitutions) plus the GEMM terms of the
 factorization's and of the solves' variants (as in test_cholesky_cli.py), and the u32 terms are
 the FP32 rounding of Cmm and Ctm."""
+import json
 import re
 
 import pytest
@@ -98,3 +99,48 @@ def test_bad_arguments(tmp_path):
     res = run("ao", "reconstructor", SYSTEM, "-o", tmp_path / "R.fits")
     assert_bad_input(res, ".npy", "R.fits")
     assert not (tmp_path / "R.npy").exists()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--devices", "0,1", "--device", "cpu"],
+     ["--devices 0,1", "expected a GPU run", "found --device cpu"]),
+    (["--devices", "0", "--grid", "1x1"], ["--devices 0", "expected no --grid", "--grid 1x1"]),
+    (["--devices", "0,0"], ["--devices 0,0", "distinct", "found 0 twice"]),
+    (["--devices", "2,-1"], ["--devices 2,-1", "indices >= 0", "found -1"]),
+])
+def test_bad_devices(tmp_path, args, words):
+    """--devices spreads the factorization and the solves over GPUs: refused on a CPU run, with a
+    --grid (the MPI path is CPU ranks only) and for bad indices, before any covariance is made."""
+    res = run("ao", "reconstructor", SYSTEM, "-o", tmp_path / "R.npy", *args)
+    assert_bad_input(res, *words)
+    assert not (tmp_path / "R.npy").exists()
+
+
+def test_devices_without_a_cuda_device(tmp_path):
+    info = run("info", "--json")
+    assert info.returncode == 0, info.stderr
+    if json.loads(info.stdout)["devices"]:
+        pytest.skip("a CUDA device is present")
+    res = run("ao", "reconstructor", SYSTEM, "-o", tmp_path / "R.npy", "--devices", "0")
+    assert_bad_input(res, "--devices 0", "expected a CUDA device, found none")
+
+
+def test_devices_residual_within_the_bound(tmp_path, matrices):
+    """--devices over every CUDA device of the host (label gpu: skips without one): R has the
+    residual bound of the module docstring, as on the CPU."""
+    info = run("info", "--json")
+    assert info.returncode == 0, info.stderr
+    count = len(json.loads(info.stdout)["devices"])
+    if count < 1:
+        pytest.skip("no CUDA device")
+    out = tmp_path / "R.npy"
+    devices = ",".join(map(str, range(count)))
+    res = run("ao", "reconstructor", SYSTEM, "-o", out, "--devices", devices, "--tile", 128)
+    assert res.returncode == 0, res.stderr
+    assert f"devices {devices}:" in res.stdout, res.stdout
+    r64 = np.load(out).astype(np.float64)
+    cmm, ctm = matrices["cmm"], matrices["ctm"]
+    e = gamma(3 * N + 1, U32) + 3 * variant_term("SP", N)
+    nr = np.linalg.norm(r64)
+    bound = e * np.trace(cmm) * nr + U32 * (np.linalg.norm(cmm) * nr + np.linalg.norm(ctm))
+    assert np.linalg.norm(r64 @ cmm - ctm) <= bound

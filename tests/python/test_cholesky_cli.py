@@ -32,9 +32,17 @@ def variant_term(v, n):
             "HP3": 3 * U16 + gamma(n, U16), "BF16": 2 * 2.0 ** -8 + gamma(n, U32)}[v]
 
 
-def kms(n, scale=1.0, dtype=np.float64):
+def kms(n, scale=1.0, dtype=np.float64, length=32.0):
+    """s rho^|i-j| with rho = e^(-1 / length): kappa_2 <= (1 + rho) / (1 - rho)."""
     i = np.arange(n)
-    return (scale * np.exp(-np.abs(i[:, None] - i[None, :]) / 32.0)).astype(dtype)
+    return (scale * np.exp(-np.abs(i[:, None] - i[None, :]) / length)).astype(dtype)
+
+
+def cuda_devices():
+    """How many CUDA devices halfscope itself can use (`halfscope info --json`)."""
+    res = run("info", "--json")
+    assert res.returncode == 0, res.stderr
+    return len(json.loads(res.stdout)["devices"])
 
 
 def factor(tmp_path, a, *args, name="A"):
@@ -190,3 +198,132 @@ def test_bench_cholesky_json(tmp_path):
     assert r["cases"][1]["params"]["tiles_SP"] == 7 and r["cases"][1]["params"]["tiles_HP1"] == 21
     res = run("bench", "cholesky", "--sizes", "12345", "--device", "cpu")
     assert_bad_input(res, "--sizes", "11152", "12345")
+
+
+def test_report_has_the_copy_fields_on_the_cpu(tmp_path):
+    """The report carries the device fields of every run: a CPU run lists no device, copies
+    nothing and is never out of core."""
+    res, _, report = factor(tmp_path, kms(100), "--tile", 32)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["devices"] == [] and r["device_memory"] == 0 and r["out_of_core_slabs"] == 0
+    assert r["host_to_device_bytes"] == r["device_to_host_bytes"] == 0
+    assert r["device_to_device_bytes"] == 0
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--device-memory", "12Q"], ["--device-memory", "K, M, G or T (powers of 1024", "'12Q'"]),
+    (["--device-memory", "-1G"], ["--device-memory", "expected a size in bytes", "'-1G'"]),
+    (["--device-memory", "1.5G"], ["--device-memory", "found '1.5G'"]),
+    (["--device-memory", "99999999T"], ["--device-memory", "2^63 - 1 bytes", "'99999999T'"]),
+    (["--devices", "0,1", "--device", "cpu"],
+     ["--devices 0,1", "expected a GPU run", "found --device cpu"]),
+    (["--device-memory", "1G", "--device", "cpu"],
+     ["--device-memory 1G", "expected a GPU run", "found --device cpu"]),
+    (["--devices", "0", "--grid", "1x1"], ["--devices 0", "expected no --grid", "--grid 1x1"]),
+    (["--device-memory", "16G", "--grid", "1x1"], ["--device-memory 16G", "expected no --grid"]),
+    (["--devices", "1,0,1"], ["--devices 1,0,1", "distinct", "found 1 twice"]),
+    (["--devices", "-1"], ["--devices -1", "indices >= 0", "found -1"]),
+])
+def test_gpu_options_refused(tmp_path, args, words):
+    """Bad --devices / --device-memory: exit 2, one line naming the option, what was expected and
+    what was found, nothing written; all decided before any device is asked for."""
+    src, out = tmp_path / "A.npy", tmp_path / "L.npy"
+    np.save(src, kms(50))
+    res = run("cholesky", src, "-o", out, *args)
+    assert_bad_input(res, *words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--devices", "0"], ["--devices 0", "expected a CUDA device, found none"]),
+    (["--device-memory", "1G"], ["--device-memory 1G", "expected a GPU run", "no CUDA device"]),
+])
+def test_gpu_options_without_a_device(tmp_path, args, words):
+    """Without a usable CUDA device a device list or a budget is refused, never ignored by a
+    silent fall-back to the CPU."""
+    if cuda_devices() > 0:
+        pytest.skip("a CUDA device is present")
+    src, out = tmp_path / "A.npy", tmp_path / "L.npy"
+    np.save(src, kms(50))
+    assert_bad_input(run("cholesky", src, "-o", out, *args), *words)
+    assert not out.exists()
+
+
+def test_bench_cholesky_device_memory_refused(tmp_path):
+    res = run("bench", "cholesky", "--systems", "check", "--device-memory", "4X")
+    assert_bad_input(res, "--device-memory", "K, M, G or T", "'4X'")
+    res = run("bench", "cholesky", "--systems", "check", "--device", "cpu", "--device-memory",
+              "1G")
+    assert_bad_input(res, "--device-memory 1G", "expected a GPU run", "--device cpu")
+
+
+# Out of core on one GPU (label gpu: skips without a device). n = 2000 in tiles of 128 (16 tile
+# columns): the lower tile layout holds 136 tiles, 8.9 MB, and the in-core factorization needs
+# about 14 MB with its scratch; the out-of-core one needs two slabs of one tile column (2 x 1 MB)
+# plus its panel staging and scratch (about 7 MB). 12 MiB lies between: several slabs.
+OOC_N, OOC_TILE, OOC_BUDGET = 2000, 128, "12M"
+# Forward error tolerance. The matrix is KMS with rho = e^-1/4: kappa_2 <= (1 + rho) / (1 - rho)
+# = 8.04. The FP32 factorization's backward error is rigorously at most the bound of the module
+# docstring (checked below), but that bound (n u) is 1e-3 here and would hide nothing; rounding
+# errors of blocked FP32 sums grow like sqrt(n) u in practice (Higham & Mary, SISC 2019:
+# probabilistic bound lambda sqrt(n) u with lambda of order 1), 2.7e-6 for n = 2000. First-order
+# perturbation of the factor: ||dL||_F / ||L||_F <~ kappa_2 ||dA|| / ||A|| = 2.2e-5, plus the FP32
+# rounding of A (kappa u32 = 5e-7); a factor 4 of slack for lambda gives 1e-4. A wrong slab, a
+# column not updated by its left neighbours or a stale copy makes errors of order 1.
+OOC_FORWARD_TOL = 1e-4
+
+
+def check_factor_against_numpy(a, out, res):
+    L = np.load(out).astype(np.float64)
+    assert not np.triu(L, 1).any()
+    n = a.shape[0]
+    a32 = a.astype(np.float32).astype(np.float64)
+    backward = np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32)
+    bound = 2 * gamma(n + 1, U32) * np.trace(a32) / np.linalg.norm(a32)
+    assert backward <= bound, (backward, bound)
+    printed = float(re.search(r"backward error .* = (\S+)", res.stdout).group(1))
+    assert printed == pytest.approx(backward, rel=1e-6, abs=1e-3 * U32)
+    ref = np.linalg.cholesky(a)
+    forward = np.linalg.norm(L - ref) / np.linalg.norm(ref)
+    assert forward <= OOC_FORWARD_TOL, forward
+
+
+def test_out_of_core_on_one_gpu_matches_numpy(tmp_path):
+    if cuda_devices() < 1:
+        pytest.skip("no CUDA device")
+    a = kms(OOC_N, length=4.0)
+    src, out, report = tmp_path / "A.npy", tmp_path / "L.npy", tmp_path / "r.json"
+    np.save(src, a)
+    res = run("cholesky", src, "-o", out, "--report", report, "--devices", 0, "--device-memory",
+              OOC_BUDGET, "--tile", OOC_TILE, "--check")
+    assert res.returncode == 0, res.stderr
+    check_factor_against_numpy(a, out, res)
+    r = json.loads(report.read_text())
+    assert r["devices"] == [0] and r["device_memory"] == 12 << 20 and r["device"] == "cuda"
+    assert r["out_of_core_slabs"] > 1, r
+    # The matrix goes in and the factor comes out (at least the lower triangle each way); the
+    # factored columns are streamed in again for the slabs to their right, never out again.
+    lower = 4 * OOC_N * (OOC_N + 1) // 2
+    assert r["host_to_device_bytes"] > r["device_to_host_bytes"] >= lower, r
+    assert r["device_to_device_bytes"] == 0
+    assert f"out of core, {r['out_of_core_slabs']} slabs" in res.stdout
+
+
+def test_several_gpus_match_numpy(tmp_path):
+    """--devices over every device of the host (2 or more): the input stays on the host, tile
+    columns are dealt round-robin, L within the same tolerance."""
+    count = cuda_devices()
+    if count < 2:
+        pytest.skip("fewer than 2 CUDA devices")
+    a = kms(OOC_N, length=4.0)
+    src, out, report = tmp_path / "A.npy", tmp_path / "L.npy", tmp_path / "r.json"
+    np.save(src, a)
+    devices = ",".join(map(str, range(count)))
+    res = run("cholesky", src, "-o", out, "--report", report, "--devices", devices, "--tile",
+              OOC_TILE, "--check")
+    assert res.returncode == 0, res.stderr
+    check_factor_against_numpy(a, out, res)
+    r = json.loads(report.read_text())
+    assert r["devices"] == list(range(count)) and r["out_of_core_slabs"] == 0
+    assert r["device_to_device_bytes"] > 0, r  # the panels go to every device

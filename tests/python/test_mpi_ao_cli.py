@@ -79,6 +79,8 @@ def test_evaluation_on_rank_zero_equals_the_plain_cli(tmp_path):
     (["--device", "cuda"], "runs on the CPU only"),
     (["--grid", "3x1"], "does not match the 2 MPI rank"),
     (["--policy", "uniform:XX"], "XX"),
+    # GPU devices over ranks: refused by the CLI before any work (CPU ranks only).
+    (["--devices", "0,1"], "--devices 0,1: expected one process"),
 ])
 def test_errors_end_every_rank_once_and_write_nothing(tmp_path, args, message):
     out = tmp_path / "R.npy"

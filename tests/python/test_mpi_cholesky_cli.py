@@ -105,6 +105,24 @@ def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):
     assert out.read_bytes() == b"an older result"
 
 
+@pytest.mark.parametrize("args,words", [
+    (["--devices", "0,1"], ["--devices 0,1", "expected one process", "found 2 MPI ranks"]),
+    (["--device-memory", "1G"], ["--device-memory 1G", "expected one process", "2 MPI ranks"]),
+    (["--device-memory", "1.5G"], ["--device-memory", "K, M, G or T", "found '1.5G'"]),
+])
+def test_gpu_options_refused_over_ranks(tmp_path, args, words):
+    """--devices / --device-memory name GPU work; the MPI factorization runs on CPU ranks only, so
+    every rank refuses them alike (one message, exit 2) before reading the input."""
+    np.save(tmp_path / "A.npy", spd(40))
+    out = tmp_path / "L.npy"
+    out.write_bytes(b"an older result")
+    res = mpirun(2, "cholesky", tmp_path / "A.npy", "-o", out, *args)
+    assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
+    for w in words:
+        assert w in errors(res)[0], errors(res)[0]
+    assert out.read_bytes() == b"an older result"
+
+
 def test_a_matrix_that_is_not_positive_definite_fails_everywhere(tmp_path):
     a = spd(N)
     a[200, 200] = -1.0  # tile (3, 3)

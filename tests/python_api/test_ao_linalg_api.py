@@ -70,6 +70,52 @@ def test_not_positive_definite_names_the_tile(spd_matrix):
     assert "tile (2, 2)" in str(info.value), str(info.value)
 
 
+def test_cholesky_report_has_the_copy_fields(spd_matrix):
+    """A CPU factorization copies nothing and is never out of core; the fields are there."""
+    _, report = hs.linalg.cholesky(spd_matrix[0], tile=64, device="cpu", full_output=True)
+    assert report["out_of_core_slabs"] == 0
+    for key in ("host_to_device_bytes", "device_to_host_bytes", "device_to_device_bytes"):
+        assert report[key] == 0, key
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(devices=[0], device="cpu"), ["devices=[0]", "expected a GPU run", "device='cpu'"]),
+    (dict(devices=[0, 1, 0]), ["devices", "distinct", "found 0 twice"]),
+    (dict(devices=[-1]), ["devices", "indices >= 0", "found -1"]),
+    (dict(devices=[True]), ["devices", "indices >= 0", "found True"]),
+    (dict(devices="0,1"), ["devices", "list of CUDA device indices", "'0,1'"]),
+    (dict(devices=3), ["devices", "list of CUDA device indices", "found 3"]),
+    (dict(device_memory=-1), ["device_memory", "size in bytes >= 0", "found -1"]),
+    (dict(device_memory=1.5e9), ["device_memory", "an integer", "found 1500000000.0"]),
+    (dict(device_memory=1 << 30), ["device_memory=1073741824", "device list", "devices=None"]),
+])
+def test_cholesky_bad_devices_and_budget(spd_matrix, kwargs, words):
+    """Refused before any work, with the argument, what was expected and what was found."""
+    with pytest.raises(hs.InvalidInput) as info:
+        hs.linalg.cholesky(spd_matrix[0], tile=64, **kwargs)
+    for w in words:
+        assert w in str(info.value), str(info.value)
+
+
+def test_devices_without_cuda_are_unsupported(spd_matrix, check):
+    """A device list asks for the GPU: without one it raises rather than run on the CPU."""
+    if hs.cuda_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(hs.Unsupported, match=r"devices=\[0\]: expected a CUDA device"):
+        hs.linalg.cholesky(spd_matrix[0], tile=64, devices=[0], device_memory=1 << 20)
+    with pytest.raises(hs.Unsupported, match=r"devices=\[0, 1\]: expected a CUDA device"):
+        hs.ao.reconstructor(check[0], tile=128, devices=[0, 1])
+
+
+def test_reconstructor_bad_devices(check):
+    system, cov = check
+    for source in ((system,), (cov["cmm"], cov["ctm"])):
+        with pytest.raises(hs.InvalidInput, match=r"devices=\[0\]: expected a GPU run.*'cpu'"):
+            hs.ao.reconstructor(*source, tile=128, device="cpu", devices=[0])
+        with pytest.raises(hs.InvalidInput, match="found 1 twice"):
+            hs.ao.reconstructor(*source, tile=128, devices=[1, 1])
+
+
 @pytest.mark.parametrize("columns", [None, 3])
 def test_solve_matches_numpy(spd_matrix, rng, columns):
     a, cond = spd_matrix

@@ -172,3 +172,25 @@ def test_device_input_computed_on_the_cpu_comes_back_on_the_device(cupy, rng):
     out = hs.convolve2d(cupy.asarray(img), cupy.asarray(ker), mode="same", device="cpu")
     assert isinstance(out, cupy.ndarray) and out.device.id == cupy.cuda.Device().id
     np.testing.assert_array_equal(out.get(), hs.convolve2d(img, ker, mode="same", device="cpu"))
+
+
+def test_cholesky_out_of_core_on_one_device():
+    """hs.linalg.cholesky(devices=[0], device_memory=...) of a host matrix larger than the budget:
+    factored in slabs, L as NumPy's within the tolerance derived in tests/python/
+    test_cholesky_cli.py (OOC_FORWARD_TOL: KMS with rho = e^-1/4, kappa_2 <= 8, n = 2000, FP32,
+    sqrt(n) u32 kappa with a factor 4 of slack: 1e-4), on the same sizes (the 8.9 MB lower tile
+    layout in tiles of 128 needs ~14 MB in core, ~9 MB out of core: 12 MiB forces slabs)."""
+    need_cuda()
+    n = 2000
+    i = np.arange(n)
+    a = np.exp(-np.abs(i[:, None] - i[None, :]) / 4.0)
+    L, report = hs.linalg.cholesky(a, tile=128, devices=[0], device_memory=12 << 20,
+                                   full_output=True)
+    assert isinstance(L, np.ndarray) and L.dtype == np.float32 and not np.triu(L, 1).any()
+    assert report["out_of_core_slabs"] > 1, report
+    lower = 4 * n * (n + 1) // 2
+    assert report["host_to_device_bytes"] > report["device_to_host_bytes"] >= lower, report
+    assert report["device_to_device_bytes"] == 0
+    ref = np.linalg.cholesky(a)
+    forward = np.linalg.norm(L.astype(np.float64) - ref) / np.linalg.norm(ref)
+    assert forward <= 1e-4, forward

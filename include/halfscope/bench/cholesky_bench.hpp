@@ -65,6 +65,10 @@ struct CholBenchOptions {
   /// CUDA devices the policies' factorizations run on (CholeskyOptions::devices; empty: the
   /// current device); the input is generated on the current device, the cuSOLVER peers run there.
   std::vector<int> devices{};
+  /// Device memory in bytes the policies' factorizations may use on each device
+  /// (CholeskyOptions::device_memory; 0: what the device has free, less 5 %). A budget below the
+  /// matrix and its scratch makes a one-device factorization run out of core.
+  std::int64_t device_memory = 0;
   std::function<void(const std::string&)> progress;
 };
 

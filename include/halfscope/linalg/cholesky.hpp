@@ -28,6 +28,17 @@ struct CholeskyOptions {
   /// kernels for other batch sizes, so agreement is within the GEMM variants' rounding). Every
   /// listed device holds a copy of the whole layout (n^2 / 2 floats) besides its scratch.
   std::vector<int> devices{};
+  /// Device memory, in bytes, the factorization may use on each listed device (0: what the
+  /// device has free now, less 5 %). With `a` in host memory and one listed device, a matrix
+  /// whose layout and scratch do not fit is factored out of core (cholesky_ooc_cuda.cu): tile
+  /// columns grouped into slabs that fit half the budget, two slabs resident at a time; each slab
+  /// is updated by the factored columns to its left streamed from the host (double-buffered),
+  /// factored in place, and written back column by column as soon as each column is final, the
+  /// copies overlapping the GEMMs. Registering pageable host storage with CUDA (pinning) is part
+  /// of the call; a TileMatrix allocated in Memory::pinned skips it. With several devices the
+  /// whole layout must fit on each (else Unsupported, naming the need). A budget below one
+  /// slab of one tile column plus the scratch is InvalidInput, naming both; a negative one too.
+  std::int64_t device_memory = 0;
 };
 
 /// What a factorization did.
@@ -45,6 +56,14 @@ struct CholeskyReport {
   /// FP64 C scratch of HP3 / DP and cuSOLVER's workspace; plus, with `recover`, the copy of the
   /// input kept for a retry (on the CPU only that copy). Peak usage is the matrix plus this.
   std::int64_t workspace_bytes = 0;
+  /// Slabs of an out-of-core factorization (0: the matrix was factored in core).
+  std::int64_t out_of_core_slabs = 0;
+  /// Bytes copied host -> device and device -> host by the factorization (the input's and the
+  /// factor's copies when `a` lives on the host; 0 for a factorization in place on a device),
+  /// and device -> device between listed devices.
+  std::int64_t host_to_device_bytes = 0;
+  std::int64_t device_to_host_bytes = 0;
+  std::int64_t device_to_device_bytes = 0;
 
   /// Tiles of one variant.
   [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {

@@ -122,6 +122,13 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     c.params["tiles_" + std::string(linalg::gemm_variant_name(v))] = rec.factor.count(v);
   c.params["attempts"] = rec.factor.attempts;
+  // Data moved between GPUs: the factorization's peer copies (its report), and the solves' one
+  // copy of L per device besides L's own (solve_devices.cpp; full tiles: an upper bound).
+  c.params["factor_device_to_device_bytes"] = rec.factor.device_to_device_bytes;
+  const std::int64_t nt = (n + nb - 1) / nb;
+  c.params["solve_device_to_device_bytes"] =
+      (std::max<std::int64_t>(static_cast<std::int64_t>(o.devices.size()), 1) - 1) * nt * (nt + 1) /
+      2 * nb * nb * 4;
   add_scores(c, system, scoring, rec.matrix.to(Memory::host));
   say(o,
       name + " " + text + ": POTRF + 2 TRSM median " + std::to_string(c.stats.median_ms) + " ms");

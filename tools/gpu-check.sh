@@ -18,6 +18,7 @@
 #                                quick|off, default full), -covariance-cpu.json the CPU backend on
 #                                the same machine; covariance-summary.txt, their tables
 #   <date>-<gpu>-cholesky.json   tile Cholesky per policy vs cuSOLVER spotrf / dpotrf, and
+#   <date>-<gpu>-cholesky-out-of-core.json  the factorization out of core within a device budget
 #   <date>-<gpu>-tor.json        the reconstructor per policy (HALFSCOPE_BENCH_CHOL=full|quick|
 #                                off, default full); cholesky-summary.txt, their tables
 #   <date>-<gpu>-deconv.json     Tikhonov deconvolution per solver x precision at 37 and 16 dB
@@ -282,15 +283,21 @@ if [ -x "$cli" ]; then
   # Tile Cholesky and reconstructor (issue 6): HALFSCOPE_BENCH_CHOL=full (default) | quick | off.
   # full: POTRF on the E-ELT Cmm of its first k sensors (n = 11,152 k up to 100,368) per policy
   # with cuSOLVER spotrf / dpotrf on the same matrix, then the reconstructor on check, mid and
-  # eelt (Strehl against FP64 where the dense FP64 Cmm fits); quick: n <= 44,608, check and mid.
+  # eelt (Strehl against FP64 where the dense FP64 Cmm fits), and the out-of-core factorization
+  # beside the in-core one; quick: n <= 44,608, check and mid.
   chol_level="${HALFSCOPE_BENCH_CHOL:-full}"
   if [ "$chol_level" != off ]; then
     chol_json="$results/$(date -u +%Y-%m-%d)-${slug:-device}"
     chol_sizes=11152,22304,44608,66912,78064,100368
     tor_systems=check,mid,eelt
+    # Out of core: the matrix about 2.4 times the device budget (20 GB in 8 GiB; 4 GB in 1.6 GiB).
+    ooc_size=100368
+    ooc_budget=8G
     if [ "$chol_level" = quick ]; then
       chol_sizes=11152,22304,44608
       tor_systems=check,mid
+      ooc_size=44608
+      ooc_budget=1600M
     fi
     : > "$results/cholesky-summary.txt"
     if step "bench cholesky" "$log" sh -c '"$0" bench cholesky --device cuda --sizes "$1" --repeats 3 \
@@ -298,7 +305,11 @@ if [ -x "$cli" ]; then
         "$results/cholesky-summary.txt" &&
       step "bench tor" "$log" sh -c '"$0" bench tor --device cuda --systems "$1" --repeats 3 \
         --json "$2-tor.json" >> "$3"' "$cli" "$tor_systems" "$chol_json" \
-        "$results/cholesky-summary.txt"; then
+        "$results/cholesky-summary.txt" &&
+      step "bench cholesky out of core" "$log" sh -c '"$0" bench cholesky --device cuda \
+        --sizes "$1" --device-memory "$2" --policies "uniform:SP;band:SP=1,HP1=rest" \
+        --repeats 3 --no-cusolver --json "$3-cholesky-out-of-core.json" >> "$4"' "$cli" \
+        "$ooc_size" "$ooc_budget" "$chol_json" "$results/cholesky-summary.txt"; then
       tee -a "$summary" < "$results/cholesky-summary.txt"
     else
       other_failed=1

@@ -144,6 +144,11 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
     return c;
   }
   record_peak();
+  if (out_of_core && report.out_of_core_slabs == 0) {
+    c.params["skipped"] =
+        std::string("the matrix and its scratch fit the device memory budget: factored in core");
+    return c;
+  }
   c.stats = compute_stats(times);
   c.TFLOPs = tflops(std::pow(static_cast<double>(n), 3) / 3.0, c.stats.median_ms);
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
@@ -270,6 +275,11 @@ BenchReport run_cholesky_bench(const CholBenchOptions& o) {
   if (matrices.empty()) throw InvalidInput("bench cholesky: give --sizes or --systems");
   const DeviceKind device = resolve_device(o.device);
   const bool gpu = device == DeviceKind::Cuda;
+  if (o.device_memory > 0 && o.devices.size() > 1)
+    throw InvalidInput(
+        "bench cholesky: the out-of-core cases (a device memory budget) run on one "
+        "device, found " +
+        std::to_string(o.devices.size()) + " devices");
   if (o.device_memory > 0 && !gpu)
     throw InvalidInput(
         "bench cholesky: a device memory budget (out-of-core cases) needs the GPU, "

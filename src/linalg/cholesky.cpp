@@ -72,7 +72,8 @@ bool promote_region(std::vector<GemmVariant>& variants, std::int64_t nt, std::in
 std::int64_t out_of_core_budget(const TileMatrix& a, const std::vector<GemmVariant>& variants,
                                 const CholeskyOptions& options) {
   if (a.storage.on_device()) return 0;
-  const std::int64_t need = detail::in_core_device_bytes(a.layout, variants);
+  const std::int64_t need = detail::in_core_device_bytes(
+      a.layout, variants, static_cast<std::int64_t>(options.devices.size()));
   for (const int d : options.devices) {
     const std::int64_t budget = detail::device_budget(d, options.device_memory);
     if (need <= budget) continue;
@@ -87,14 +88,15 @@ std::int64_t out_of_core_budget(const TileMatrix& a, const std::vector<GemmVaria
   return 0;
 }
 
-// Bytes the several-device factorization moves (cholesky_devices_cuda.cu): each column goes to
-// every other device, peer to peer; a host matrix goes in and the factor comes back; device
-// storage on a device that is not listed is copied in and back too.
+// Bytes the several-device factorization moved (cholesky_devices_cuda.cu), counted once it
+// finished: each column goes from its owner to every other device; a host matrix goes in and the
+// factor comes back; device storage on a listed device is factored in place there and the other
+// devices get their own columns from it; on a device that is not listed, it goes in and back.
 void add_device_traffic(const TileMatrix& a, const std::vector<int>& devices,
                         CholeskyReport& report) {
-  const std::int64_t bytes = a.layout.element_count() * 4;
-  const auto g =
-      static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), a.layout.tile_cols()));
+  const TileLayout& l = a.layout;
+  const std::int64_t bytes = l.element_count() * 4, nt = l.tile_cols();
+  const auto g = static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), nt));
   report.device_to_device_bytes += (g - 1) * bytes;
   if (!a.storage.on_device()) {
     report.host_to_device_bytes += bytes;
@@ -103,8 +105,16 @@ void add_device_traffic(const TileMatrix& a, const std::vector<int>& devices,
   }
   cudaPointerAttributes where{};
   HS_CUDA_CHECK(cudaPointerGetAttributes(&where, a.storage.data()));
-  if (std::find(devices.begin(), devices.begin() + g, where.device) == devices.begin() + g)
+  const auto home = static_cast<std::int64_t>(
+      std::find(devices.begin(), devices.begin() + g, where.device) - devices.begin());
+  if (home == g) {
     report.device_to_device_bytes += 2 * bytes;
+    return;
+  }
+  for (std::int64_t j = 0; j < nt; ++j) {
+    const std::int64_t end = j + 1 < nt ? l.tile_offset(j + 1, j + 1) : l.element_count();
+    if (j % g != home) report.device_to_device_bytes += (end - l.tile_offset(j, j)) * 4;
+  }
 }
 #endif
 
@@ -197,12 +207,14 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
               a, variants, report.policy, &failed, options.devices.front(), budget);
           report.workspace_bytes = kept + o.workspace;
           report.out_of_core_slabs = o.slabs;
-          report.host_to_device_bytes += o.host_to_device;
-          report.device_to_host_bytes += o.device_to_host;
+          report.host_to_device_bytes = o.host_to_device;
+          report.device_to_host_bytes = o.device_to_host;
         } else {
-          add_device_traffic(a, options.devices, report);
           report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, report.policy,
                                                                         &failed, options.devices);
+          report.host_to_device_bytes = report.device_to_host_bytes = 0;  // this attempt's
+          report.device_to_device_bytes = 0;
+          add_device_traffic(a, options.devices, report);
         }
 #endif
       } else if (a.storage.on_device()) {

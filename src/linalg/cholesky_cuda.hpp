@@ -40,13 +40,13 @@ struct OutOfCore {
   std::int64_t workspace = 0;  // device bytes, slab buffers included
 };
 
-/// Device bytes the in-core factorization of `layout` needs on each device that holds a copy of
-/// it: the layout, scratch_bytes and the step pointer arrays.
+/// Device bytes the in-core factorization of `layout` over `parts` devices needs on each of them:
+/// the layout, scratch_bytes and its share of the step pointer arrays.
 std::int64_t in_core_device_bytes(const TileLayout& layout,
-                                  const std::vector<GemmVariant>& variants);
+                                  const std::vector<GemmVariant>& variants, std::int64_t parts);
 
-/// The device memory a factorization may use on `device`: `requested` when positive, else the
-/// device's free memory less 5 % (the allocator's pools and fragmentation).
+/// The device memory a factorization may use on `device`: the device's free memory less 5 % (the
+/// allocator's pools and fragmentation), or `requested` when positive and smaller.
 std::int64_t device_budget(int device, std::int64_t requested);
 
 /// Device bytes cholesky_cuda_out_of_core needs besides its two slab buffers (scratch_bytes,

@@ -91,14 +91,15 @@ std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t budget, s
 
 }  // namespace
 
-std::int64_t in_core_device_bytes(const TileLayout& l, const std::vector<GemmVariant>& v) {
+std::int64_t in_core_device_bytes(const TileLayout& l, const std::vector<GemmVariant>& v,
+                                  std::int64_t parts) {
   const std::int64_t nt = l.tile_cols();
-  // plan_groups: at most one pointer triple per (k, i, j), k < j < i.
-  return l.element_count() * 4 + scratch_bytes(l, v) + nt * nt * nt / 6 * 3 * 8;
+  // plan_groups: at most one pointer triple per (k, i, j), k < j < i, j owned.
+  return l.element_count() * 4 + scratch_bytes(l, v) +
+         nt * nt * nt / 6 * 3 * 8 / std::max<std::int64_t>(parts, 1);
 }
 
 std::int64_t device_budget(int device, std::int64_t requested) {
-  if (requested > 0) return requested;
   int previous = 0;
   HS_CUDA_CHECK(cudaGetDevice(&previous));
   HS_CUDA_CHECK(cudaSetDevice(device));
@@ -106,7 +107,8 @@ std::int64_t device_budget(int device, std::int64_t requested) {
   const cudaError_t err = cudaMemGetInfo(&free, &total);
   HS_CUDA_CHECK(cudaSetDevice(previous));
   HS_CUDA_CHECK(err);
-  return static_cast<std::int64_t>(static_cast<double>(free) * 0.95);
+  const auto usable = static_cast<std::int64_t>(static_cast<double>(free) * 0.95);
+  return requested > 0 ? std::min(requested, usable) : usable;
 }
 
 std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<GemmVariant>& v) {

@@ -1,19 +1,23 @@
 // The out-of-core tile Cholesky (CholeskyOptions::device_memory, src/linalg/cholesky_ooc_cuda.cu)
-// against the in-core factorization of the same input on the same device. The budget is set so
-// that the layout needs about four slabs, whatever the GPU's memory.
+// against the in-core factorization of the same input on the same device. The budget leaves room
+// for two slabs of about a sixth of the layout, so every case runs in several slabs whatever the
+// GPU's memory.
 //
-// Matrix and bounds as gpu_cholesky_devices.cpp: KMS A_ij = s rho^|i-j|, rho = e^-1/32,
-// kappa_2(A) < 64; backward error ||L L^T - A||_F / ||A||_F <= e trace(A) / ||A||_F with
-// e = gamma_{n+1}(2^-24) + the largest variant term in use. Both factorizations apply the same
-// updates to every tile in the same order (k ascending) from identically rounded operands; they
-// differ only in the GEMM kernels cuBLAS picks for other batch sizes (summation order), each
-// within the forward bound 2 kappa e trace / ||A|| of the exact factor, so
-// ||L_ooc - L_in|| / ||L|| <= 4 kappa e trace / ||A||.
+// Matrix: A = I + G G^T / n with G an n x n/4 standard normal matrix (fixed seed): L is dense, so
+// every factored column streamed to a later slab changes it (a stale or skipped column cannot
+// hide behind decay); the eigenvalues of G G^T / n lie below (1 + 1/2)^2 = 2.25 (Marchenko-
+// Pastur, plus O(n^-2/3)), so kappa_2(A) < 4. Backward error ||L L^T - A||_F / ||A||_F <=
+// e trace(A) / ||A||_F with e = gamma_{n+1}(2^-24) + the largest variant term in use. Both
+// factorizations apply the same updates to every tile in the same order (k ascending) from
+// identically rounded operands; they differ only in the GEMM kernels cuBLAS picks for other batch
+// sizes (summation order), each within the forward bound 2 kappa e trace / ||A|| of the exact
+// factor, so ||L_ooc - L_in|| / ||L|| <= 4 kappa e trace / ||A||.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,21 +38,38 @@ namespace {
 
 #if HALFSCOPE_WITH_CUDA
 
-const double kRho = std::exp(-1.0 / 32.0);
-const double kKappaBound = (1 + kRho) / (1 - kRho);
+const double kKappaBound = 4.0;
+
+// I + G G^T / n, G n x n/4 standard normal (seed 9), row-major.
+std::vector<double> dense_spd(std::int64_t n) {
+  const std::int64_t r = std::max<std::int64_t>(n / 4, 1);
+  std::mt19937_64 gen(9);
+  std::normal_distribution<double> normal;
+  std::vector<double> g(static_cast<std::size_t>(n * r)), a(static_cast<std::size_t>(n * n));
+  for (double& x : g) x = normal(gen);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j) {
+      double s = i == j ? 1.0 : 0.0;
+      for (std::int64_t p = 0; p < r; ++p)
+        s += g[static_cast<std::size_t>(i * r + p)] * g[static_cast<std::size_t>(j * r + p)] /
+             static_cast<double>(n);
+      a[static_cast<std::size_t>(i * n + j)] = a[static_cast<std::size_t>(j * n + i)] = s;
+    }
+  return a;
+}
 
 using test::backward;
 using test::factor;
 using test::Factored;
 using test::rel_diff;
 
-// A device budget that leaves room for two slabs of about a quarter of the layout each.
-std::int64_t quarter_budget(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
-                            const Policy& policy) {
+// A device budget that leaves room for two slabs of about a sixth of the layout each.
+std::int64_t slab_budget(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
+                         const Policy& policy) {
   const TileMatrix t = test::tiled(a, n, nb);
   const auto variants = detail::choose_variants(t, detail::tile_norms(t), policy);
   const std::int64_t layout = t.layout.element_count() * 4;
-  return detail::out_of_core_fixed_bytes(t.layout, variants) + 2 * std::max(layout / 4, n * nb * 4);
+  return detail::out_of_core_fixed_bytes(t.layout, variants) + 2 * std::max(layout / 6, n * nb * 4);
 }
 
 class GpuCholeskyOutOfCoreTest : public ::testing::TestWithParam<std::string> {};
@@ -60,16 +81,15 @@ TEST_P(GpuCholeskyOutOfCoreTest, AgreesWithInCore) {
   };
   // Enough tile columns that two staging columns and two quarter slabs weigh less than the
   // layout (else the in-core factorization fits the budget and runs instead); a short last tile.
-  for (const Case c : {Case{300, 32}, Case{97, 7}, Case{333, 24}}) {
-    const std::vector<double> a = test::kms(c.n, kRho, 1.0);
+  for (const Case c : {Case{600, 16}, Case{97, 7}, Case{333, 24}}) {
+    const std::vector<double> a = dense_spd(c.n);
     CholeskyOptions opts;
     opts.policy = parse_policy(GetParam());
     const Factored in_core = factor(a, c.n, c.nb, opts, Memory::device);
     const double bound = backward(in_core, a, c.n).second;
     opts.devices = {0};
-    opts.device_memory = quarter_budget(a, c.n, c.nb, opts.policy);
-    const std::int64_t nt = (c.n + c.nb - 1) / c.nb;
-    const std::int64_t layout = nt * (nt + 1) / 2 * c.nb * c.nb * 4;  // an upper bound
+    opts.device_memory = slab_budget(a, c.n, c.nb, opts.policy);
+    const std::int64_t layout = test::tiled(a, c.n, c.nb).layout.element_count() * 4;
     for (const Memory memory : {Memory::host, Memory::pinned}) {
       const Factored ooc = factor(a, c.n, c.nb, opts, memory);
       const auto [err, err_bound] = backward(ooc, a, c.n);
@@ -84,7 +104,7 @@ TEST_P(GpuCholeskyOutOfCoreTest, AgreesWithInCore) {
       // Every column went in and came out once; the factored columns streamed to later slabs
       // come on top of the input.
       EXPECT_GE(ooc.report.out_of_core_slabs, 3) << what;
-      EXPECT_LE(ooc.report.device_to_host_bytes, layout) << what;
+      EXPECT_EQ(ooc.report.device_to_host_bytes, layout) << what;
       EXPECT_GT(ooc.report.host_to_device_bytes, ooc.report.device_to_host_bytes) << what;
     }
   }
@@ -95,34 +115,57 @@ INSTANTIATE_TEST_SUITE_P(BuiltIns, GpuCholeskyOutOfCoreTest,
 
 TEST(GpuCholeskyOutOfCore, NotPositiveDefiniteNamesTheSameTile) {
   HS_REQUIRE_GPU();
-  std::vector<double> a = test::kms(300, kRho, 1.0);
-  a[static_cast<std::size_t>(200 * 300 + 200)] = -1.0;  // minors of order <= 200 stay SPD
+  std::vector<double> a = dense_spd(600);
+  a[static_cast<std::size_t>(200 * 600 + 200)] = -10.0;  // minors of order <= 200 stay SPD
   CholeskyOptions opts;
   opts.policy = parse_policy("band:SP=1,HP1=rest");
   opts.devices = {0};
-  opts.device_memory = quarter_budget(a, 300, 32, opts.policy);
-  TileMatrix t = test::tiled(a, 300, 32);
+  opts.device_memory = slab_budget(a, 600, 16, opts.policy);
+  TileMatrix t = test::tiled(a, 600, 16);
   try {
     (void)cholesky_tiles(t, opts);
     ADD_FAILURE() << "no NotPositiveDefinite";
   } catch (const NotPositiveDefinite& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("tile (6, 6)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tile (12, 12)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("leading minor of order 201"), std::string::npos) << msg;
+  }
+}
+
+// Scale 1e5: C entries exceed 65504, so HP3 (FP16 C) overflows in the first slabs (KMS, rho =
+// e^-1/32, kappa < 64: the in-core tests' matrix and bound).
+TEST(GpuCholeskyOutOfCore, Hp3OverflowIsReportedFromTheSlabFlags) {
+  HS_REQUIRE_GPU();
+  // Without recover the error must come from the slabs' failure words (the GEMM, its tile and
+  // what overflowed), not from a NaN reaching a pivot or a diagonal tile later.
+  const std::vector<double> a = test::kms(600, std::exp(-1.0 / 32.0), 1e5);
+  CholeskyOptions opts;
+  opts.policy = parse_policy("uniform:HP3");
+  opts.devices = {0};
+  opts.device_memory = slab_budget(a, 600, 16, opts.policy);
+  TileMatrix t = test::tiled(a, 600, 16);
+  try {
+    (void)cholesky_tiles(t, opts);
+    ADD_FAILURE() << "no NumericalError";
+  } catch (const NotPositiveDefinite& e) {
+    ADD_FAILURE() << "the overflow surfaced as a pivot failure: " << e.what();
+  } catch (const NumericalError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("GEMM HP3 updating tile ("), std::string::npos) << msg;
+    EXPECT_NE(msg.find("does not fit the variant's format"), std::string::npos) << msg;
   }
 }
 
 TEST(GpuCholeskyOutOfCore, RecoverFinishesFailingHp3Run) {
   HS_REQUIRE_GPU();
-  // Scale 1e5: C entries exceed 65504, so HP3 (FP16 C) overflows in some slab; the failure is
-  // reported like the in-core one and the retries promote until the factorization finishes.
-  const std::int64_t n = 300, nb = 32;
-  const std::vector<double> a = test::kms(n, kRho, 1e5);
+  const double rho = std::exp(-1.0 / 32.0);
+  const std::int64_t n = 600, nb = 16;
+  const std::vector<double> a = test::kms(n, rho, 1e5);
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP3");
   opts.recover = true;
   opts.devices = {0};
-  opts.device_memory = quarter_budget(a, n, nb, opts.policy);
+  opts.device_memory = slab_budget(a, n, nb, opts.policy);
   const Factored ooc = factor(a, n, nb, opts, Memory::host);
   EXPECT_GT(ooc.report.attempts, 1);
   EXPECT_EQ(ooc.report.recoveries.size(), static_cast<std::size_t>(ooc.report.attempts - 1));
@@ -133,7 +176,7 @@ TEST(GpuCholeskyOutOfCore, RecoverFinishesFailingHp3Run) {
 
 TEST(GpuCholeskyOutOfCore, TooSmallBudgetIsInvalidInput) {
   HS_REQUIRE_GPU();
-  TileMatrix t = test::tiled(test::kms(300, kRho, 1.0), 300, 32);
+  TileMatrix t = test::tiled(dense_spd(97), 97, 7);
   const Array before = t.storage.clone();
   CholeskyOptions opts;
   opts.devices = {0};
@@ -152,11 +195,11 @@ TEST(GpuCholeskyOutOfCore, TooSmallBudgetIsInvalidInput) {
 
 TEST(GpuCholeskyOutOfCore, SeveralDevicesMustHoldTheLayout) {
   HS_REQUIRE_GPU();
-  const std::vector<double> a = test::kms(300, kRho, 1.0);
-  TileMatrix t = test::tiled(a, 300, 32);
+  const std::vector<double> a = dense_spd(600);
+  TileMatrix t = test::tiled(a, 600, 16);
   CholeskyOptions opts;
   opts.devices = {0, 0};
-  opts.device_memory = quarter_budget(a, 300, 32, opts.policy);
+  opts.device_memory = slab_budget(a, 600, 16, opts.policy);
   try {
     (void)cholesky_tiles(t, opts);
     ADD_FAILURE() << "no Unsupported";

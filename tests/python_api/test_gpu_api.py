@@ -177,13 +177,14 @@ def test_device_input_computed_on_the_cpu_comes_back_on_the_device(cupy, rng):
 def test_cholesky_out_of_core_on_one_device():
     """hs.linalg.cholesky(devices=[0], device_memory=...) of a host matrix larger than the budget:
     factored in slabs, L as NumPy's within the tolerance derived in tests/python/
-    test_cholesky_cli.py (OOC_FORWARD_TOL: KMS with rho = e^-1/4, kappa_2 <= 8, n = 2000, FP32,
-    sqrt(n) u32 kappa with a factor 4 of slack: 1e-4), on the same sizes (the 8.9 MB lower tile
-    layout in tiles of 128 needs ~14 MB in core, ~9 MB out of core: 12 MiB forces slabs)."""
+    test_cholesky_cli.py (OOC_FORWARD_TOL: I + G G^T / n with G n x n/4 standard normal, kappa_2
+    < 4, a dense factor, n = 2000, FP32, sqrt(n) u32 kappa with a factor 8 of slack: 1e-4), on
+    the same sizes (the 8.9 MB lower tile layout in tiles of 128 needs ~14 MB in core, ~9 MB out
+    of core: 12 MiB forces slabs)."""
     need_cuda()
     n = 2000
-    i = np.arange(n)
-    a = np.exp(-np.abs(i[:, None] - i[None, :]) / 4.0)
+    g = np.random.default_rng(9).standard_normal((n, n // 4))
+    a = np.eye(n) + g @ g.T / n
     L, report = hs.linalg.cholesky(a, tile=128, devices=[0], device_memory=12 << 20,
                                    full_output=True)
     assert isinstance(L, np.ndarray) and L.dtype == np.float32 and not np.triu(L, 1).any()

@@ -28,8 +28,10 @@ struct CholeskyOptions {
   /// kernels for other batch sizes, so agreement is within the GEMM variants' rounding). Every
   /// listed device holds a copy of the whole layout (n^2 / 2 floats) besides its scratch.
   std::vector<int> devices{};
-  /// Device memory, in bytes, the factorization may use on each listed device (0: what the
-  /// device has free now, less 5 %). With `a` in host memory and one listed device, a matrix
+  /// Device memory, in bytes, the factorization may use on each listed device (0, or more than
+  /// the device has free: what it has free now, less 5 %); it bounds halfscope's own allocations
+  /// (the CUDA libraries' handles add their workspaces, about 150 MB). Ignored for `a` already in
+  /// device memory. With `a` in host memory and one listed device, a matrix
   /// whose layout and scratch do not fit is factored out of core (cholesky_ooc_cuda.cu): tile
   /// columns grouped into slabs that fit half the budget, two slabs resident at a time; each slab
   /// is updated by the factored columns to its left streamed from the host (double-buffered),
@@ -58,9 +60,10 @@ struct CholeskyReport {
   std::int64_t workspace_bytes = 0;
   /// Slabs of an out-of-core factorization (0: the matrix was factored in core).
   std::int64_t out_of_core_slabs = 0;
-  /// Bytes copied host -> device and device -> host by the factorization (the input's and the
-  /// factor's copies when `a` lives on the host; 0 for a factorization in place on a device),
-  /// and device -> device between listed devices.
+  /// Bytes copied host -> device and device -> host by the factorization that finished (the
+  /// input's and the factor's copies when `a` lives on the host, and out of core the factored
+  /// columns streamed in again; 0 for a factorization in place on one device), and device ->
+  /// device between listed devices.
   std::int64_t host_to_device_bytes = 0;
   std::int64_t device_to_host_bytes = 0;
   std::int64_t device_to_device_bytes = 0;

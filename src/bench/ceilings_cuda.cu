@@ -176,6 +176,53 @@ std::vector<BenchCase> copy_cases(const Gpu& g, const CeilingsOptions& o) {
   return cases;
 }
 
+// The host link (PCIe, or NVLink-C2C on a Grace host): pinned host memory to the device, back,
+// and both at once on two streams, the traffic of the out-of-core Cholesky. Recorded beside the
+// ceilings, not as one: it bounds copies in and out, not the device's own kernels.
+std::vector<BenchCase> host_link_cases(const Gpu& g, const CeilingsOptions& o) {
+  std::int64_t bytes = o.copy_bytes > 0 ? o.copy_bytes : (o.quick ? 256 : 1024) * kMiB;
+  say(o, "host link: " + std::to_string(bytes / kMiB) + " MiB pinned host <-> device");
+  auto host_in = Buffer::allocate(bytes, Memory::pinned);
+  auto host_out = Buffer::allocate(bytes, Memory::pinned);
+  auto dev_in = device_buffer(bytes), dev_out = device_buffer(bytes);
+  std::memset(host_in->data(), 1, static_cast<std::size_t>(bytes));
+  cuda::Stream other;
+  const cuda::Event fork, join;
+  const auto copy = [&](bool in, cudaStream_t stream) {
+    HS_CUDA_CHECK(cudaMemcpyAsync(in ? dev_in->data() : host_out->data(),
+                                  in ? host_in->data() : dev_out->data(),
+                                  static_cast<std::size_t>(bytes),
+                                  in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream));
+  };
+  std::vector<BenchCase> cases;
+  for (const char* kind : {"H2D", "D2H", "both"}) {
+    BenchCase c;
+    c.implementation = "cuda-runtime";
+    c.method = "cudaMemcpyAsync";
+    c.precision = "bytes";
+    c.params = {{"bytes", bytes},
+                {"counted", std::string("bytes moved")},
+                {"kind", std::string(kind)},
+                {"host_memory", std::string("pinned")}};
+    const std::string k = kind;
+    c.stats = time_device(
+        g,
+        [&] {
+          if (k != "both") return copy(k == "H2D", g.stream);
+          fork.record(g.stream);  // the other direction on a second stream, joined back
+          HS_CUDA_CHECK(cudaStreamWaitEvent(other.get(), fork.get(), 0));
+          copy(true, g.stream);
+          copy(false, other.get());
+          join.record(other.get());
+          HS_CUDA_CHECK(cudaStreamWaitEvent(g.stream, join.get(), 0));
+        },
+        2, std::max(o.repeats, 10));
+    c.GBps = gbps((k == "both" ? 2.0 : 1.0) * static_cast<double>(bytes), c.stats.median_ms);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 using cuda::CublasHandle;
 
 enum class Elem { f32, f64, f16, bf16 };
@@ -375,6 +422,7 @@ BenchReport measure_gpu_ceilings(int device, const CeilingsOptions& options) {
     keep_max(r.ceilings.copy_GBps, c.GBps);
     r.cases.push_back(std::move(c));
   }
+  for (BenchCase& c : host_link_cases(g, options)) r.cases.push_back(std::move(c));
 
   // Three n x n FP64-sized buffers serve every precision; smaller GPUs get a smaller n.
   std::int64_t n = options.gemm_n > 0 ? options.gemm_n : (options.quick ? 4096 : 8192);

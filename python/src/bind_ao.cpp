@@ -47,15 +47,7 @@ std::string load_system(const std::string& kind, const std::string& text,
 
 // The factorization's side of a reconstructor report: tiles, recoveries, memory and copies.
 void add_factor_fields(nb::dict& rep, const linalg::CholeskyReport& f) {
-  rep["policy"] = f.policy;
-  rep["tiles"] = tile_counts(f.tiles);
-  rep["attempts"] = f.attempts;
-  rep["recoveries"] = f.recoveries;
-  rep["workspace_bytes"] = f.workspace_bytes;
-  rep["out_of_core_slabs"] = f.out_of_core_slabs;
-  rep["host_to_device_bytes"] = f.host_to_device_bytes;
-  rep["device_to_host_bytes"] = f.device_to_host_bytes;
-  rep["device_to_device_bytes"] = f.device_to_device_bytes;
+  for (const auto [key, value] : cholesky_report(f)) rep[key] = value;
 }
 
 ao::ProjectionMethod parse_projection(const std::string& text) {

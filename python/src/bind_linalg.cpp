@@ -46,20 +46,6 @@ Memory memory_for(const std::string& device) {
                                                                        : Memory::host;
 }
 
-nb::dict report_of(const linalg::CholeskyReport& r) {
-  nb::dict d;
-  d["policy"] = r.policy;
-  d["tiles"] = tile_counts(r.tiles);
-  d["attempts"] = r.attempts;
-  d["recoveries"] = r.recoveries;
-  d["workspace_bytes"] = r.workspace_bytes;
-  d["out_of_core_slabs"] = r.out_of_core_slabs;
-  d["host_to_device_bytes"] = r.host_to_device_bytes;
-  d["device_to_host_bytes"] = r.device_to_host_bytes;
-  d["device_to_device_bytes"] = r.device_to_device_bytes;
-  return d;
-}
-
 // The lower factor as a dense host float32 matrix with a zero upper triangle.
 Array lower_dense(const linalg::TileMatrix& l) {
   Array dense = l.to_dense();
@@ -97,7 +83,7 @@ nb::dict cholesky(const AnyArray& a, const std::string& policy,
   }
   nb::dict d;
   d["L"] = to_python(l, Framework::numpy);
-  d["report"] = report_of(r);
+  d["report"] = cholesky_report(r);
   return d;
 }
 
@@ -139,7 +125,7 @@ nb::dict solve(const AnyArray& a, const AnyArray& b, const std::string& policy,
       ro.max_iterations = max_iterations;
       const linalg::RefinementReport rr = linalg::solve_right_refined(m, x, ro);
       nb::gil_scoped_acquire locked;
-      nb::dict rep = report_of(rr.factor);
+      nb::dict rep = cholesky_report(rr.factor);
       rep["iterations"] = rr.iterations;
       rep["residuals"] = rr.residuals;
       rep["converged"] = rr.converged;
@@ -151,7 +137,7 @@ nb::dict solve(const AnyArray& a, const AnyArray& b, const std::string& policy,
       const linalg::CholeskyReport cr = linalg::cholesky_tiles(m, co);
       linalg::solve_right(m, x, so);
       nb::gil_scoped_acquire locked;
-      d["report"] = report_of(cr);
+      d["report"] = cholesky_report(cr);
     }
   }
   const Array xr = x.to(Memory::host);

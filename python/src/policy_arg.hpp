@@ -3,10 +3,14 @@
 // tile before the factorization starts (so the library's OpenMP tasks never call into Python).
 #pragma once
 
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
 #include <optional>
 #include <string>
 
 #include "arrays.hpp"
+#include "halfscope/linalg/cholesky.hpp"
 #include "halfscope/linalg/policy.hpp"
 
 namespace halfscope::python {
@@ -22,6 +26,22 @@ nb::dict tile_counts(const Counts& tiles) {
   nb::dict d;
   for (linalg::GemmVariant v : linalg::all_gemm_variants())
     d[std::string(linalg::gemm_variant_name(v)).c_str()] = tiles[static_cast<std::size_t>(v)];
+  return d;
+}
+
+/// A factorization's report as the Python API returns it (hs.linalg.cholesky's report, the
+/// factorization fields of the reconstructor's).
+inline nb::dict cholesky_report(const linalg::CholeskyReport& r) {
+  nb::dict d;
+  d["policy"] = r.policy;
+  d["tiles"] = tile_counts(r.tiles);
+  d["attempts"] = r.attempts;
+  d["recoveries"] = r.recoveries;
+  d["workspace_bytes"] = r.workspace_bytes;
+  d["out_of_core_slabs"] = r.out_of_core_slabs;
+  d["host_to_device_bytes"] = r.host_to_device_bytes;
+  d["device_to_host_bytes"] = r.device_to_host_bytes;
+  d["device_to_device_bytes"] = r.device_to_device_bytes;
   return d;
 }
 

@@ -54,6 +54,14 @@ void throw_library_error(const char* library, int code, const char* expr, const 
                   std::to_string(code) + ")" + text + where(expr, file, line));
 }
 
+DeviceGuard::DeviceGuard() {
+  HS_CUDA_CHECK(cudaGetDevice(&previous_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+}
+
 Stream::Stream(StreamPriority priority) {
   if (priority == StreamPriority::normal) {
     HS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -146,14 +146,7 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
                                    const std::vector<int>& devices) {
   const TileLayout& l = a.layout;
   const std::int64_t nt = l.tile_rows();
-  int previous = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&previous));
-  struct Restore {
-    int device;
-    ~Restore() {
-      if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
-    }
-  } restore{previous};
+  const cuda::DeviceGuard restore;
   // The caller's device storage, written on any stream of its device, is read by every device:
   // wait for it once. Its device, when listed, works in place ("home").
   int home = -1;

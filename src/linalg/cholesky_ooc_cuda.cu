@@ -125,14 +125,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   const std::vector<std::int64_t> starts =
       plan_slabs(l, budget, out_of_core_fixed_bytes(l, variants));
   const auto slabs = static_cast<std::int64_t>(starts.size()) - 1;
-  int previous = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&previous));
-  struct Restore {
-    int device;
-    ~Restore() {
-      if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
-    }
-  } restore{previous};
+  const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
   const HostPin pin(a.storage.data(), a.storage.nbytes(), a.storage.memory());
   float* host = a.storage.data_as<float>();

@@ -130,20 +130,6 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
   // Anything else (std::bad_alloc, ...) keeps its type and message.
 }
 
-// Restores the calling thread's current device when it leaves scope (also on an exception).
-class DeviceGuard {
- public:
-  DeviceGuard() { HS_CUDA_CHECK(cudaGetDevice(&previous_)); }
-  ~DeviceGuard() {
-    if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 // Runs fn(i) for i in [0, n) on n host threads and waits for all; then rethrows the first
 // failure in index order (with `devices[i]` named), so no thread outlives the call.
 template <class Fn>
@@ -212,7 +198,7 @@ class ResidentData {
       else
         it->second += bytes;
     }
-    const DeviceGuard restore;
+    const cuda::DeviceGuard restore;
     bool fits = true;
     for (const auto& [device, bytes] : need) {
       std::size_t free = 0, total = 0;

@@ -47,6 +47,19 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+/// Restores the calling thread's current device when it leaves scope (also on an exception): for
+/// code that moves between the devices of a host.
+class DeviceGuard {
+ public:
+  DeviceGuard();
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 /// Times regions of one stream with a pair of CUDA events: `start()`, enqueue work, `stop()`
 /// returns the elapsed milliseconds after synchronising on the stop event.
 class EventTimer {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -188,10 +189,27 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   CholeskyReport report;
   report.policy = options.policy.name();
   const std::int64_t nt = a.layout.tile_rows();
-  const std::vector<double> norms = detail::tile_norms(a);
-  // Before any work: a NaN/Inf in A would otherwise flow into L unnoticed on the GPU.
-  detail::require_finite(a, norms, "cholesky_tiles: the matrix");
-  std::vector<GemmVariant> variants = detail::choose_variants(a, norms, options.policy);
+  // Before any result is written: a NaN/Inf in A would otherwise flow into L unnoticed on the GPU.
+  [[maybe_unused]] const auto check_input = [&a] {
+    detail::require_finite(a, detail::tile_norms(a), "cholesky_tiles: the matrix");
+  };
+  std::vector<GemmVariant> variants;
+  // Out of core with a policy that ignores the norms, the checks (they read the whole host
+  // matrix: 0.3 s for 20 GB) run beside the first slab, whose columns go back only after they
+  // passed; everywhere else they come first.
+  bool checks_beside = false;
+#if HALFSCOPE_WITH_CUDA
+  if (!options.policy.reads_norms() && options.devices.size() == 1 && !a.storage.on_device()) {
+    const std::vector<double> unread(static_cast<std::size_t>(nt * nt), 0.0);
+    variants = detail::choose_variants(a.layout, unread, options.policy);
+    checks_beside = out_of_core_budget(a, variants, options) > 0;
+  }
+#endif
+  if (!checks_beside) {
+    const std::vector<double> norms = detail::tile_norms(a);
+    detail::require_finite(a, norms, "cholesky_tiles: the matrix");
+    variants = detail::choose_variants(a, norms, options.policy);
+  }
   // The input, kept (in the matrix's own memory) only when a retry may need it.
   const Array original = options.recover ? a.storage.clone() : Array{};
   const std::int64_t bytes = a.layout.element_count() * static_cast<std::int64_t>(sizeof(float));
@@ -203,8 +221,11 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
       if (!options.devices.empty()) {
 #if HALFSCOPE_WITH_CUDA
         if (const std::int64_t budget = out_of_core_budget(a, variants, options); budget > 0) {
+          // The checks run once: a retry starts from the checked input.
           const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
-              a, variants, report.policy, &failed, options.devices.front(), budget);
+              a, variants, report.policy, &failed, options.devices.front(), budget,
+              checks_beside && report.attempts == 1 ? std::function<void()>(check_input)
+                                                    : std::function<void()>());
           report.workspace_bytes = kept + o.workspace;
           report.out_of_core_slabs = o.slabs;
           report.host_to_device_bytes = o.host_to_device;

@@ -25,8 +25,12 @@
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "halfscope/core/cublas.hpp"
@@ -119,7 +123,7 @@ std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<Gemm
 
 OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant>& variants,
                                     const std::string& policy_name, FailedTile* failed, int device,
-                                    std::int64_t budget) {
+                                    std::int64_t budget, const std::function<void()>& check_input) {
   const TileLayout& l = a.layout;
   const std::int64_t nt = l.tile_rows(), nb = l.tile_size(), n = l.rows();
   const std::vector<std::int64_t> starts =
@@ -129,6 +133,27 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   HS_CUDA_CHECK(cudaSetDevice(device));
   const HostPin pin(a.storage.data(), a.storage.nbytes(), a.storage.memory());
   float* host = a.storage.data_as<float>();
+  // The input checks beside the first slab (reads only, like the uploads); joined before any
+  // column is written back, and on every way out.
+  struct Checks {
+    std::thread thread;
+    std::exception_ptr error;
+    void wait() {
+      if (thread.joinable()) thread.join();
+      if (error) std::rethrow_exception(std::exchange(error, nullptr));
+    }
+    ~Checks() {
+      if (thread.joinable()) thread.join();
+    }
+  } checks;
+  if (check_input)
+    checks.thread = std::thread([&checks, &check_input] {
+      try {
+        check_input();
+      } catch (...) {
+        checks.error = std::current_exception();
+      }
+    });
 
   cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream, in_stream, out_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get(), in = in_stream.get(),
@@ -205,8 +230,19 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     }
     left_done[0]->record(u);
   };
-  // The in-core steps of slab s, its columns copied back as they become final.
-  const auto inner_phase = [&](std::int64_t s) {
+  // Column k of the slab at fc back to the host once its panel is done.
+  const auto write_back = [&](std::int64_t k) {
+    HS_CUDA_CHECK(cudaStreamWaitEvent(out, panel_done[k]->get(), 0));
+    const std::int64_t elems = column_elements(l, k);
+    HS_CUDA_CHECK(cudaMemcpyAsync(host + l.tile_offset(k, k), fc.tile(k, k),
+                                  static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToHost,
+                                  out));
+    result.device_to_host += elems * 4;
+    written[k]->record(out);
+  };
+  // The in-core steps of slab s, its columns copied back as they become final (or, when
+  // `hold`, by the caller once the input checks passed).
+  const auto inner_phase = [&](std::int64_t s, bool hold) {
     const std::int64_t c0 = starts[s], c1 = starts[s + 1];
     HS_CUDA_CHECK(cudaStreamWaitEvent(p, left_done[0]->get(), 0));
     for (std::int64_t k = c0; k < c1; ++k) {
@@ -216,13 +252,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
         HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));
       fc.convert_panel(p, ps.tags, k);
       panel_done[k]->record(p);
-      HS_CUDA_CHECK(cudaStreamWaitEvent(out, panel_done[k]->get(), 0));
-      const std::int64_t elems = column_elements(l, k);
-      HS_CUDA_CHECK(cudaMemcpyAsync(host + l.tile_offset(k, k), fc.tile(k, k),
-                                    static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToHost,
-                                    out));
-      result.device_to_host += elems * 4;
-      written[k]->record(out);
+      if (!hold) write_back(k);
       if (k + 1 < c1) {
         if (k - 1 >= c0) HS_CUDA_CHECK(cudaStreamWaitEvent(p, col_done[k - 1]->get(), 0));
         fc.update_column(panel_blas.get(), p, 0, k, k + 1);
@@ -233,7 +263,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       for (std::int64_t j = k + 3; j < c1; ++j) fc.update_column(update_blas.get(), u, 1, k, j);
       update_done[k]->record(u);
     }
-    slab_free[s % 2]->record(out);
+    if (!hold) slab_free[s % 2]->record(out);
   };
   // Throws the first failure of slab s once its work is done (the slabs before it passed).
   std::vector<int> infos(static_cast<std::size_t>(nt), 0);
@@ -253,7 +283,13 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     fc.base = slab[s % 2], fc.origin = l.tile_offset(c0, c0), fc.flag = flags + s;
     left_phase(s);
     if (s + 1 < slabs) upload(s + 1);  // overlaps this slab's in-core steps
-    inner_phase(s);
+    const bool hold = s == 0 && check_input;
+    inner_phase(s, hold);
+    if (hold) {
+      checks.wait();  // the GPU works on slab 0 meanwhile; nothing has reached `a` yet
+      for (std::int64_t k = 0; k < starts[1]; ++k) write_back(k);
+      slab_free[0]->record(out);
+    }
     if (s >= 1) check(s - 1);
   }
   check(slabs - 1);

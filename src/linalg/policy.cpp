@@ -160,15 +160,16 @@ bool gemm_variant_uses_fp16(GemmVariant v) noexcept {
   return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
 }
 
-Policy::Policy(std::string name, Rule rule) : name_(std::move(name)), rule_(std::move(rule)) {
+Policy::Policy(std::string name, Rule rule, bool reads_norms)
+    : name_(std::move(name)), rule_(std::move(rule)), reads_norms_(reads_norms) {
   if (!rule_) throw InvalidInput("Policy '" + name_ + "': the rule is empty");
 }
 
 Policy::Policy() : Policy(uniform_policy(GemmVariant::SP)) {}
 
 Policy uniform_policy(GemmVariant v) {
-  return Policy("uniform:" + std::string(gemm_variant_name(v)),
-                [v](const TileQuery&) { return v; });
+  return Policy(
+      "uniform:" + std::string(gemm_variant_name(v)), [v](const TileQuery&) { return v; }, false);
 }
 
 Policy band_policy(std::vector<BandStep> steps, GemmVariant rest) {
@@ -182,12 +183,15 @@ Policy band_policy(std::vector<BandStep> steps, GemmVariant rest) {
             std::to_string(steps[k].max_distance) + ",";
   }
   name += std::string(gemm_variant_name(rest)) + "=rest";
-  return Policy(std::move(name), [steps = std::move(steps), rest](const TileQuery& q) {
-    const std::int64_t distance = q.i - q.j;
-    for (const BandStep& s : steps)
-      if (distance <= s.max_distance) return s.variant;
-    return rest;
-  });
+  return Policy(
+      std::move(name),
+      [steps = std::move(steps), rest](const TileQuery& q) {
+        const std::int64_t distance = q.i - q.j;
+        for (const BandStep& s : steps)
+          if (distance <= s.max_distance) return s.variant;
+        return rest;
+      },
+      false);
 }
 
 Policy adaptive_policy(double tol) {

@@ -174,6 +174,34 @@ TEST(GpuCholeskyOutOfCore, RecoverFinishesFailingHp3Run) {
   EXPECT_LE(err, bound);
 }
 
+TEST(GpuCholeskyOutOfCore, NonFiniteInputRejectedWithTheInputUntouched) {
+  HS_REQUIRE_GPU();
+  // With uniform / band the checks run beside the first slab (the variants need no norms); a NaN
+  // in the last tile must still end the call with the in-core message before any column of L is
+  // written back, whichever policy.
+  std::vector<double> a = dense_spd(600);
+  a[static_cast<std::size_t>(590 * 600 + 7)] = a[static_cast<std::size_t>(7 * 600 + 590)] = NAN;
+  for (const char* text : {"band:SP=1,HP1=rest", "uniform:SP", "adaptive:tol=1e-6"}) {
+    CholeskyOptions opts;
+    opts.policy = parse_policy(text);
+    opts.devices = {0};
+    opts.device_memory = slab_budget(test::kms(600, 0.5), 600, 16, opts.policy);
+    TileMatrix t = test::tiled(a, 600, 16);
+    const Array before = t.storage.clone();
+    try {
+      (void)cholesky_tiles(t, opts);
+      ADD_FAILURE() << text << ": no InvalidInput";
+    } catch (const InvalidInput& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("must hold finite values"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("row 590, column 7"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(
+        std::memcmp(before.data(), t.storage.data(), static_cast<std::size_t>(before.nbytes())), 0)
+        << text;
+  }
+}
+
 TEST(GpuCholeskyOutOfCore, TooSmallBudgetIsInvalidInput) {
   HS_REQUIRE_GPU();
   TileMatrix t = test::tiled(dense_spd(97), 97, 7);

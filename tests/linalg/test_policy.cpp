@@ -138,5 +138,15 @@ TEST(Policy, ParseErrorsNameTextAndExpectation) {
                InvalidInput);
 }
 
+TEST(Policy, SaysWhetherItReadsTheNorms) {
+  // uniform and band choose by position only, so the out-of-core factorization may check the
+  // input beside its first slab; adaptive and user rules may read the norms.
+  EXPECT_FALSE(parse_policy("uniform:HP1").reads_norms());
+  EXPECT_FALSE(parse_policy("band:SP=2,HP1=rest").reads_norms());
+  EXPECT_TRUE(parse_policy("adaptive:tol=1e-6").reads_norms());
+  EXPECT_TRUE(Policy("mine", [](const TileQuery&) { return GemmVariant::SP; }).reads_norms());
+  EXPECT_FALSE(Policy().reads_norms());  // uniform:SP
+}
+
 }  // namespace
 }  // namespace halfscope::linalg

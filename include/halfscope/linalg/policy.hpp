@@ -53,7 +53,10 @@ class Policy {
   using Rule = std::function<GemmVariant(const TileQuery&)>;
 
   /// A policy with the given display name and rule. Throws InvalidInput for an empty rule.
-  Policy(std::string name, Rule rule);
+  /// `reads_norms` false promises that the rule ignores tile_norm and matrix_norm (uniform, band):
+  /// the variants can then be chosen before the input's norms are known, so a factorization that
+  /// streams a host matrix can check the input while it already works (cholesky.hpp).
+  Policy(std::string name, Rule rule, bool reads_norms = true);
   /// uniform:SP, the FP32 reference policy.
   Policy();
 
@@ -62,10 +65,13 @@ class Policy {
   /// The text that parse_policy() reads back into the same policy (for built-ins) or the name
   /// given to the constructor.
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// Whether the rule may read the norms of a TileQuery.
+  [[nodiscard]] bool reads_norms() const noexcept { return reads_norms_; }
 
  private:
   std::string name_;
   Rule rule_;
+  bool reads_norms_ = true;
 };
 
 /// Every tile uses `v`. Name "uniform:<V>".

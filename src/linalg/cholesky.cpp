@@ -197,18 +197,25 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   // Out of core with a policy that ignores the norms, the checks (they read the whole host
   // matrix: 0.3 s for 20 GB) run beside the first slab, whose columns go back only after they
   // passed; everywhere else they come first.
+  // The out-of-core budget is decided once (free memory may change between two queries, and the
+  // checks' place depends on it); 0: in core.
   bool checks_beside = false;
+  [[maybe_unused]] std::int64_t ooc_budget = 0;
 #if HALFSCOPE_WITH_CUDA
   if (!options.policy.reads_norms() && options.devices.size() == 1 && !a.storage.on_device()) {
     const std::vector<double> unread(static_cast<std::size_t>(nt * nt), 0.0);
     variants = detail::choose_variants(a.layout, unread, options.policy);
-    checks_beside = out_of_core_budget(a, variants, options) > 0;
+    ooc_budget = out_of_core_budget(a, variants, options);
+    checks_beside = ooc_budget > 0;
   }
 #endif
   if (!checks_beside) {
     const std::vector<double> norms = detail::tile_norms(a);
     detail::require_finite(a, norms, "cholesky_tiles: the matrix");
     variants = detail::choose_variants(a, norms, options.policy);
+#if HALFSCOPE_WITH_CUDA
+    if (!options.devices.empty()) ooc_budget = out_of_core_budget(a, variants, options);
+#endif
   }
   // The input, kept (in the matrix's own memory) only when a retry may need it.
   const Array original = options.recover ? a.storage.clone() : Array{};
@@ -220,10 +227,10 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
     try {
       if (!options.devices.empty()) {
 #if HALFSCOPE_WITH_CUDA
-        if (const std::int64_t budget = out_of_core_budget(a, variants, options); budget > 0) {
+        if (ooc_budget > 0) {
           // The checks run once: a retry starts from the checked input.
           const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
-              a, variants, report.policy, &failed, options.devices.front(), budget,
+              a, variants, report.policy, &failed, options.devices.front(), ooc_budget,
               checks_beside && report.attempts == 1 ? std::function<void()>(check_input)
                                                     : std::function<void()>());
           report.workspace_bytes = kept + o.workspace;

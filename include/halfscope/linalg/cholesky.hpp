@@ -37,9 +37,12 @@ struct CholeskyOptions {
   /// is updated by the factored columns to its left streamed from the host (double-buffered),
   /// factored in place, and written back column by column as soon as each column is final, the
   /// copies overlapping the GEMMs. Registering pageable host storage with CUDA (pinning) is part
-  /// of the call; a TileMatrix allocated in Memory::pinned skips it. With several devices the
-  /// whole layout must fit on each (else Unsupported, naming the need). A budget below one
-  /// slab of one tile column plus the scratch is InvalidInput, naming both; a negative one too.
+  /// of the call; a TileMatrix allocated in Memory::pinned skips it. The input checks (every
+  /// tile's norm) read the whole host matrix: with a policy that does not read the norms
+  /// (Policy::reads_norms) they run beside the first slab, whose columns go back only after they
+  /// passed. With several devices the whole layout must fit on each (else Unsupported, naming
+  /// the need). A budget below two slabs of one tile column plus the scratch is InvalidInput,
+  /// naming both; a negative one too.
   std::int64_t device_memory = 0;
 };
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <exception>
 #include <string>
-#include <thread>
 
+#include "core/host_threads.hpp"
 #include "halfscope/core/error.hpp"
 
 #if HALFSCOPE_WITH_CUDA
@@ -59,14 +59,11 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
     if (d < 0 || d >= count)
       throw InvalidInput("solve_right: devices: CUDA device " + std::to_string(d) +
                          " does not exist (this host has " + std::to_string(count) + ")");
-  int previous = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&previous));
+  const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(home));
   HS_CUDA_CHECK(cudaDeviceSynchronize());  // L and B, written on any stream of their device
   const std::int64_t r = b.dim(0), n = b.dim(1);
   const auto g = static_cast<std::int64_t>(std::min<std::size_t>(devices.size(), r));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(g));
-  std::vector<std::thread> threads;
   const auto block = [&](std::int64_t i) {  // rows [r i / g, r (i + 1) / g)
     return std::pair<std::int64_t, std::int64_t>{r * i / g, r * (i + 1) / g};
   };
@@ -92,22 +89,8 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
                                  static_cast<std::size_t>(part.nbytes())));
     HS_CUDA_CHECK(cudaDeviceSynchronize());
   };
-  try {
-    for (std::int64_t i = 0; i < g; ++i)
-      threads.emplace_back([&, i] {
-        try {
-          work(i);
-        } catch (...) {
-          errors[static_cast<std::size_t>(i)] = std::current_exception();
-        }
-      });
-  } catch (...) {  // a thread could not start: the started ones finish before unwinding
-    for (auto& t : threads) t.join();
-    (void)cudaSetDevice(previous);
-    throw;
-  }
-  for (auto& t : threads) t.join();
-  HS_CUDA_CHECK(cudaSetDevice(previous));
+  const auto errors = halfscope::detail::on_threads(
+      static_cast<std::size_t>(g), [&](std::size_t i) { work(static_cast<std::int64_t>(i)); });
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);  // the first block's failure (earliest rows)
 }

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <string>
-#include <thread>
 
+#include "core/host_threads.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 
@@ -134,26 +134,7 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
 // failure in index order (with `devices[i]` named), so no thread outlives the call.
 template <class Fn>
 void on_threads(std::size_t n, const std::vector<int>& devices, Fn fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  const auto join_all = [&] {
-    for (auto& t : threads) t.join();
-  };
-  try {
-    for (std::size_t i = 0; i < n; ++i)
-      threads.emplace_back([&, i] {
-        try {
-          fn(i);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-  } catch (...) {  // a thread could not start: the started ones must finish before unwinding
-    join_all();
-    throw;
-  }
-  join_all();
+  const std::vector<std::exception_ptr> errors = halfscope::detail::on_threads(n, fn);
   for (std::size_t i = 0; i < n; ++i)
     if (errors[i]) rethrow_on_device(errors[i], devices[i]);
 }

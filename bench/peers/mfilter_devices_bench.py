@@ -109,6 +109,19 @@ def main(argv=None):
         print(f"{n} device(s): {stats['median_ms']:.1f} ms, efficiency "
               f"{case['efficiency']:.3f}, {found.size} detections, identical {identical}",
               flush=True)
+    # The plain one-GPU call (no devices: host data streamed through two pipeline slots in the
+    # detection's time chunks rather than placed on the device first).
+    stats, found = timed(lambda: hs.matched_filter_detect(
+        t, mo, w, data, 1, arch="gpu", threshold=8.0, threshold_type="absolute",
+        min_separation=100, precision=args.precision), args.repeats)
+    same = bool(np.array_equal(found[["template", "index", "channels_used"]],
+                               reference[["template", "index", "channels_used"]]))
+    cases.append({"implementation": "halfscope", "method": "tensor+detect-host",
+                  "precision": args.precision,
+                  "params": dict(params, devices="none (plain call)"), **stats,
+                  "detections": int(found.size), "same_detections_as_one_device": same})
+    print(f"plain call: {stats['median_ms']:.1f} ms, {found.size} detections, same {same}",
+          flush=True)
     # The per-call cost that does not shrink with the template count: the same call with 8
     # templates (the data's conversion, movement to the devices and window statistics).
     for n in sizes:

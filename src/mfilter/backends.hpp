@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/array.hpp"
@@ -104,6 +106,28 @@ void tensor_cuda(const DeviceProblem& problem, Precision precision);
 /// Candidate peaks of a device stack (T, n_corr) above per-template thresholds (device array of
 /// T doubles), local maxima of |x| within min_separation correlation times; returned to the host
 /// for the final (exact, strongest-first) declustering.
+///
+/// CandidateSearch splits that in two so a pipeline can queue the search behind a chunk's
+/// kernels and read it once the chunk's stream has finished (dispatch_cuda.cpp): launch() queues
+/// the search and the copy of its count on `stream`; collect(), called after the stream has
+/// finished and before anything else is queued on it, reruns the search once with room for all
+/// when more candidates were found than fit, and returns them sorted by (template, time), with
+/// template_index, correlation_index and value set. The stack and thresholds must stay valid
+/// until collect() returns.
+class CandidateSearch {
+ public:
+  explicit CandidateSearch(cudaStream_t stream);
+  ~CandidateSearch();
+  CandidateSearch(const CandidateSearch&) = delete;
+  CandidateSearch& operator=(const CandidateSearch&) = delete;
+  void launch(const float* stack, std::int64_t templates, std::int64_t n_corr,
+              const double* thresholds, std::int64_t min_separation);
+  [[nodiscard]] std::vector<Detection> collect();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t templates,
                                              std::int64_t n_corr, const double* thresholds,
                                              std::int64_t min_separation, cudaStream_t stream);

@@ -59,7 +59,7 @@ struct TimeChunk {
 /// statistic such as detection's MAD threshold then rests on as many values in every chunk.
 /// `halo` extends each chunk by that many correlation times on either side where a neighbour
 /// exists (TimeChunk), so a chunk computes at most max_corr + 2 halo. Consecutive chunks overlap
-/// by K - 1 + (moveout_max - moveout_min) samples, plus halo * step (more only where the range
+/// by K - 1 + (moveout_max - moveout_min) samples, plus 2 halo step (more only where the range
 /// had to be widened to (n_corr - 1) * step + K samples).
 inline std::vector<TimeChunk> plan_time_chunks(std::int64_t L, std::int64_t K, std::int64_t step,
                                                std::int64_t n_corr, std::int64_t moveout_min,
@@ -79,7 +79,7 @@ inline std::vector<TimeChunk> plan_time_chunks(std::int64_t L, std::int64_t K, s
     ch.halo_after = ch.corr_end - own_end;
     // i * step + moveout stays within int64: validation bounds |moveout| by L and n_corr * step
     // by L + step.
-    ch.sample_begin = std::clamp<std::int64_t>(i0 * step + moveout_min, 0, L);
+    ch.sample_begin = std::clamp<std::int64_t>(ch.corr_begin * step + moveout_min, 0, L);
     ch.sample_end = std::clamp<std::int64_t>((ch.corr_end - 1) * step + moveout_max + K, 0, L);
     ch.sample_end = std::max(ch.sample_end, ch.sample_begin);
     // Backends size their window statistics from the samples: every correlation time of the

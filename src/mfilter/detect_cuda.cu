@@ -76,6 +76,94 @@ void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int
   }
 }
 
+struct CandidateSearch::State {
+  cudaStream_t stream;
+  std::shared_ptr<Buffer> count, out;  // device: the exact count, up to `capacity` candidates
+  std::shared_ptr<Buffer> box;         // pinned: the count read back
+  std::int64_t capacity = 0;
+  // The queued search, kept for a rerun with more room.
+  const float* stack = nullptr;
+  std::int64_t templates = 0, n_corr = 0, separation = 0;
+  const double* thresholds = nullptr;
+  bool pending = false;
+
+  void enqueue() {
+    using kernels::Candidate;
+    HS_CUDA_CHECK(cudaMemsetAsync(count->data(), 0, sizeof(unsigned long long), stream));
+    const std::int64_t work = templates * n_corr;
+    kernels::candidates_kernel<<<cuda::grid_blocks(work, tuning::kThreads, tuning::kBlocksPerSm),
+                                 tuning::kThreads, 0, stream>>>(
+        stack, templates, n_corr, thresholds, separation, static_cast<Candidate*>(out->data()),
+        capacity, static_cast<unsigned long long*>(count->data()));
+    HS_CHECK_LAUNCH();
+    HS_CUDA_CHECK(cudaMemcpyAsync(box->data(), count->data(), sizeof(unsigned long long),
+                                  cudaMemcpyDeviceToHost, stream));
+  }
+};
+
+CandidateSearch::CandidateSearch(cudaStream_t stream) : s_(std::make_unique<State>()) {
+  s_->stream = stream;
+  s_->capacity = tuning::kCandidateCapacity;
+  s_->count = Buffer::allocate(sizeof(unsigned long long), Memory::device);
+  s_->out = Buffer::allocate(s_->capacity * static_cast<std::int64_t>(sizeof(kernels::Candidate)),
+                             Memory::device);
+  s_->box = Buffer::allocate(sizeof(unsigned long long), Memory::pinned);
+}
+
+CandidateSearch::~CandidateSearch() {
+  // A search still queued (an exception between launch and collect) must not outlive its buffers.
+  if (s_->pending && cudaStreamSynchronize(s_->stream) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void CandidateSearch::launch(const float* stack, std::int64_t templates, std::int64_t n_corr,
+                             const double* thresholds, std::int64_t min_separation) {
+  check_stack(templates, n_corr, "CandidateSearch");
+  if (min_separation < 0)
+    throw InvalidInput("CandidateSearch: expected min_separation >= 0, found " +
+                       std::to_string(min_separation));
+  State& s = *s_;
+  s.stack = stack;
+  s.templates = templates;
+  s.n_corr = n_corr;
+  s.thresholds = thresholds;
+  s.separation = min_separation;
+  s.pending = templates > 0;
+  if (s.pending) s.enqueue();
+}
+
+std::vector<Detection> CandidateSearch::collect() {
+  using kernels::Candidate;
+  State& s = *s_;
+  if (!s.pending) return {};
+  auto n = static_cast<std::int64_t>(*static_cast<const unsigned long long*>(s.box->data()));
+  if (n > s.capacity) {  // the count is exact: rerun once with room for all of them
+    s.capacity = n;
+    s.out = Buffer::allocate(n * static_cast<std::int64_t>(sizeof(Candidate)), Memory::device);
+    s.enqueue();
+    HS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    n = static_cast<std::int64_t>(*static_cast<const unsigned long long*>(s.box->data()));
+  }
+  std::vector<Candidate> found(static_cast<std::size_t>(n));
+  HS_CUDA_CHECK(cudaMemcpyAsync(found.data(), s.out->data(), found.size() * sizeof(Candidate),
+                                cudaMemcpyDeviceToHost, s.stream));
+  HS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  s.pending = false;
+  // Atomic slots come in any order: sort by (template, time) so results are reproducible.
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.t != b.t ? a.t < b.t : a.i < b.i;
+  });
+  std::vector<Detection> result;
+  result.reserve(found.size());
+  for (const Candidate& c : found) {
+    Detection d;
+    d.template_index = c.t;
+    d.correlation_index = c.i;
+    d.value = c.value;
+    result.push_back(d);  // threshold, sample (i * step) and channels_used are the caller's
+  }
+  return result;
+}
+
 std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t templates,
                                              std::int64_t n_corr, const double* thresholds,
                                              std::int64_t min_separation, cudaStream_t stream) {
@@ -84,52 +172,15 @@ std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t te
     throw InvalidInput("stack_candidates_cuda: expected min_separation >= 0, found " +
                        std::to_string(min_separation));
   if (templates == 0) return {};
-  using kernels::Candidate;
-  cuda::StreamScratch count(sizeof(unsigned long long), stream);
-  std::int64_t capacity = tuning::kCandidateCapacity;
-  auto* box = static_cast<unsigned long long*>(cuda::pinned_mailbox());
-  std::vector<Candidate> found;
-  for (;;) {
-    cuda::StreamScratch out(capacity * static_cast<std::int64_t>(sizeof(Candidate)), stream);
-    HS_CUDA_CHECK(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), stream));
-    const std::int64_t work = templates * n_corr;
-    kernels::candidates_kernel<<<cuda::grid_blocks(work, tuning::kThreads, tuning::kBlocksPerSm),
-                                 tuning::kThreads, 0, stream>>>(
-        stack, templates, n_corr, thresholds, min_separation, out.as<Candidate>(), capacity,
-        count.as<unsigned long long>());
-    HS_CHECK_LAUNCH();
-    HS_CUDA_CHECK(cudaMemcpyAsync(box, count.get(), sizeof(unsigned long long),
-                                  cudaMemcpyDeviceToHost, stream));
-    HS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const auto n = static_cast<std::int64_t>(*box);
-    if (n > capacity) {  // the count is exact: rerun once with room for all of them
-      capacity = n;
-      continue;
-    }
-    found.resize(static_cast<std::size_t>(n));
-    HS_CUDA_CHECK(cudaMemcpyAsync(found.data(), out.get(), found.size() * sizeof(Candidate),
-                                  cudaMemcpyDeviceToHost, stream));
-    HS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    break;
-  }
-  // Atomic slots come in any order: sort by (template, time) so results are reproducible.
-  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
-    return a.t != b.t ? a.t < b.t : a.i < b.i;
-  });
+  CandidateSearch search(stream);
+  search.launch(stack, templates, n_corr, thresholds, min_separation);
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<Detection> result = search.collect();
   std::vector<double> thr(static_cast<std::size_t>(templates));
   HS_CUDA_CHECK(cudaMemcpyAsync(thr.data(), thresholds, thr.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream));
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<Detection> result;
-  result.reserve(found.size());
-  for (const Candidate& c : found) {
-    Detection d;
-    d.template_index = c.t;
-    d.correlation_index = c.i;
-    d.value = c.value;
-    d.threshold = thr[static_cast<std::size_t>(c.t)];
-    result.push_back(d);  // sample (i * step) and channels_used are the caller's
-  }
+  for (Detection& d : result) d.threshold = thr[static_cast<std::size_t>(d.template_index)];
   return result;
 }
 

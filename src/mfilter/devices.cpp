@@ -95,9 +95,11 @@ namespace {
 // The prepared call restricted to templates [begin, end): shares the converted data and the
 // templates' buffer (a 1-D slice of the contiguous T * C * K array).
 Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
-                        std::int64_t spread) {
+                        std::int64_t spread,
+                        const std::pair<std::int64_t, std::int64_t>& moveout_range) {
   Prepared g = p;
   g.tile_spread_floor = spread;
+  g.chunk_moveout_range = moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;
   g.templates = p.templates.slice(0, begin * per, end * per);
@@ -146,31 +148,34 @@ template <class Work>
 void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
   const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
   const std::int64_t spread = std::max(p.tile_spread_floor, tile_moveout_spread(p));
+  const auto moveout_range = contributing_moveout_range(p);
   on_threads(ranges.size(), devices, [&](std::size_t g) {
     HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
-    work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, spread));
+    work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, spread, moveout_range));
   });
 }
 
-// Host data that fit next to each group's whole stack on every device (and no test forces time
-// chunks, which exercises the streaming path below) are placed on the devices once. Each device
-// uploads a slice of the channels from its own thread (a pageable upload is bound by one host
-// thread's copy into the driver's staging, about 10 GB/s: one upload of 0.5 GB took 52 ms, a
-// fifth of the 4-device run), then copies the other slices from their devices peer to peer
+// Host data that fit next to each group's whole stack (when the call keeps it: not a detection
+// with an absolute threshold, which searches fixed time chunks) on every device (and no test
+// forces time chunks, which exercises the streaming path below) are placed on the devices once.
+// Each device uploads a slice of the channels from its own thread (a pageable upload is bound by
+// one host thread's copy into the driver's staging, about 10 GB/s: one upload of 0.5 GB took 52 ms,
+// a fifth of the 4-device run), then copies the other slices from their devices peer to peer
 // (NVLink where present). Every device streaming the whole host array instead made the data
 // movement grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
 class ResidentData {
  public:
-  ResidentData(const Prepared& p, const std::vector<int>& devices) {
+  ResidentData(const Prepared& p, const std::vector<int>& devices, bool whole_stack) {
     if (p.data_on_device || p.data.dtype() != DType::f32) return;
     const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
     const std::int64_t rows_per_template = p.dims.network_sum ? 1 : p.dims.channels;
-    // Per device: one copy of the data; per group on it: its whole stack and its window
-    // statistics (about twice the data).
+    const std::int64_t n_corr = whole_stack ? p.dims.n_corr : 0;
+    // Per device: one copy of the data; per group on it: its whole stack (or none: its chunks'
+    // stacks come out of the free memory left) and its window statistics (about twice the data).
     std::vector<std::pair<int, std::int64_t>> need;
     for (std::size_t g = 0; g < ranges.size(); ++g) {
       const std::int64_t bytes =
-          (ranges[g].second - ranges[g].first) * rows_per_template * p.dims.n_corr * 4 +
+          (ranges[g].second - ranges[g].first) * rows_per_template * n_corr * 4 +
           2 * p.data.nbytes();
       auto it =
           std::find_if(need.begin(), need.end(), [&](auto& n) { return n.first == devices[g]; });
@@ -265,7 +270,7 @@ Array run_cuda_devices(const Prepared& p, const std::vector<int>& devices) {
   // not worth zeroing first).
   Array out(DType::f32, p.out_shape);
   const std::int64_t row = out.size() / p.dims.templates;  // floats per template
-  const ResidentData resident(p, devices);
+  const ResidentData resident(p, devices, true);
   on_devices(p, devices, [&](std::size_t g, const auto& range, const Prepared& group) {
     float* rows = out.data_as<float>() + range.first * row;
     const Prepared mine = with_data(group, resident, devices[g]);
@@ -283,7 +288,11 @@ Array run_cuda_devices(const Prepared& p, const std::vector<int>& devices) {
 std::vector<Detection> detect_cuda_devices(const Prepared& p, const DetectOptions& detect,
                                            const std::vector<int>& devices) {
   std::vector<std::vector<Detection>> found(devices.size());
-  const ResidentData resident(p, devices);
+  // An absolute threshold searches fixed time chunks of the placed data (detect_cuda copies each
+  // chunk on the device), so no device holds a whole stack. Every device streaming its chunks
+  // from the host instead (its own pinned staging, overlapping the upload with its kernels) was
+  // slower: 361 against 302 ms on 4 x H200, the host-side staging copies starving the kernels.
+  const ResidentData resident(p, devices, detect.type != ThresholdType::Absolute);
   on_devices(p, devices, [&](std::size_t g, const auto& range, const Prepared& group) {
     found[g] = detect_cuda(with_data(group, resident, devices[g]), detect);
     for (Detection& d : found[g]) d.template_index += range.first;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "halfscope/core/array.hpp"
@@ -42,6 +44,10 @@ struct Prepared {
   /// within a tile of 16 templates over the WHOLE call, which the tensor kernel then uses for
   /// its tiles of correlation times instead of its group's own (0: the group's own).
   std::int64_t tile_spread_floor = 0;
+  /// A template group of a call spread over devices: the whole call's contributing moveout range
+  /// (contributing_moveout_range), which then plans the group's time chunks, so every group cuts
+  /// time exactly as the whole call does (unset: the group's own).
+  std::optional<std::pair<std::int64_t, std::int64_t>> chunk_moveout_range;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).
@@ -62,6 +68,14 @@ Array run_cuda(const Prepared& p);
 void run_cuda_into(const Prepared& p, float* host);
 /// matched_filter_detect on the GPU: the stack of each time chunk searched on the device.
 std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& detect);
+/// The moveout range that decides the time chunks' sample overlap: over the channels that can
+/// contribute (weight-0 channels of a network stack and channels off the data at every
+/// correlation time left out); {0, 0} when none can.
+std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared& p);
+/// Correlation times per time chunk of a GPU detection with an absolute threshold (a threshold
+/// that needs no whole row): the stack is searched chunk by chunk and never held whole (0: the
+/// default, kDetectChunkCorrelations), so tests can reach several chunks on small inputs.
+void set_detect_chunk_for_testing(std::int64_t max_corr);
 /// Forces at most `max_corr` correlation times per GPU time chunk (0: size chunks from free
 /// device memory, the default), so tests can exercise the streaming on small inputs.
 void set_chunk_correlations_for_testing(std::int64_t max_corr);

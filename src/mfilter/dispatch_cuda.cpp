@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
@@ -29,6 +30,15 @@ namespace halfscope::mfilter {
 namespace {
 
 std::atomic<std::int64_t> g_chunk_override{0};
+std::atomic<std::int64_t> g_detect_chunk_override{0};
+
+// Correlation times per time chunk of a detection with an absolute threshold. A fixed count, not
+// one sized from free memory, so a call cuts time the same way on any device and in every group
+// of a call spread over devices (the stack's rounding depends on where chunks start, so their
+// detections then equal one device's bit for bit); 2^18 holds each chunk's stack in 1 GiB per
+// 1000 templates (the whole day's stack of the network case was 17 GB) while the per-chunk work
+// (window statistics, launches, the candidates' search) stays near 1 % of a chunk's kernels.
+inline constexpr std::int64_t kDetectChunkCorrelations = std::int64_t{1} << 18;
 
 void call_backend(const Prepared& p, const DeviceProblem& dp) {
   switch (p.method) {
@@ -98,26 +108,6 @@ std::int64_t chunk_correlations(const Prepared& p, std::int64_t fixed_bytes, std
   return std::max<std::int64_t>(1, budget / per);
 }
 
-// The moveout range that decides the chunks' sample overlap: over the channels that can
-// contribute, i.e. leaving out weight-0 channels of a network stack (never computed) and
-// channels whose windows lie outside the data at every correlation time (moveouts clamped to
-// +-(L + 1) by prepare); {0, 0} when none can. Leaving them out changes no result: a window
-// inside a chunk is inside the whole data (chunking.hpp), so an excluded channel stays outside.
-std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared& p) {
-  const Dims& d = p.dims;
-  std::int64_t lo = 0, hi = 0;
-  bool any = false;
-  for (std::size_t j = 0; j < p.moveouts.size(); ++j) {
-    const std::int64_t m = p.moveouts[j];
-    if (d.network_sum && p.weights[j] == 0.0f) continue;
-    if (m > d.samples - d.length || (d.n_corr - 1) * d.step + m < 0) continue;
-    lo = any ? std::min(lo, m) : m;
-    hi = any ? std::max(hi, m) : m;
-    any = true;
-  }
-  return {lo, hi};
-}
-
 // Pinned staging per pipeline slot and direction is capped so that page-locking stays cheap
 // (pinning costs about a second per GiB); chunks of this size already amortize launches.
 inline constexpr std::int64_t kMaxStagingBytes = std::int64_t{256} << 20;
@@ -151,6 +141,9 @@ struct Slot {
   std::optional<cuda::StreamScratch> data, out, moveouts;
   TimeChunk chunk;
   bool busy = false;
+  // The caller's per-slot state (detection's candidate search): destroyed before the stream and
+  // after the destructor has waited for the stream, so it may hold work queued on it.
+  std::shared_ptr<void> state;
   Slot() = default;
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -176,29 +169,35 @@ DeviceProblem problem_of(const Prepared& p, const Shared& sh, const Slot& sl, co
   return dp;
 }
 
-// Runs the backend over the time chunks of a host-data call (or the one chunk of a device-data
-// call, written to `device_out` when given). After each backend call `enqueue(chunk, device
-// output, stream, pinned output staging or null)` queues what the caller needs on the slot's
-// stream; once that stream has finished, `complete(chunk, staging)` runs on the host.
+// Runs the backend over the time chunks of a host-data call (or of a device-data call, written
+// to `device_out` when given). After each backend call `enqueue(chunk, device output, stream,
+// pinned output staging or null, slot state)` queues what the caller needs on the slot's stream;
+// once that stream has finished, `complete(chunk, staging, slot state)` runs on the host. The
+// slot state (null at first) is the caller's, one per pipeline slot.
 // `detect`: the output never leaves the device (no output staging, so its cap does not limit
 // the chunks) and every chunk carries a one-correlation halo (chunking.hpp) for the peak search.
+// `corr_cap` > 0 (detection with an absolute threshold) cuts time into chunks of exactly that
+// many correlation times wherever memory allows, device data included (their chunks are copied
+// on the device), so no stack has to be held whole.
 template <class Enqueue, class Complete>
-void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enqueue& enqueue,
-                    const Complete& complete) {
+void for_each_chunk(const Prepared& p, float* device_out, bool detect, std::int64_t corr_cap,
+                    const Enqueue& enqueue, const Complete& complete) {
   const Dims& d = p.dims;
   const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
   const std::int64_t n_mo = static_cast<std::int64_t>(p.moveouts.size());
+  const bool device_src = p.data_on_device;
+  const bool capped = corr_cap > 0 && d.n_corr > corr_cap;
   // Declared before the slots so they are destroyed after them: a slot's destructor waits for
   // its kernels, which read `shared`.
   const cuda::Stream upload;
   const Shared shared(p, upload.get());
   HS_CUDA_CHECK(cudaStreamSynchronize(upload.get()));  // both slots read `shared`
   Slot slots[2];
-  if (p.data_on_device) {
-    // The caller's device data may have been written on any stream, and prepare's upload is a
-    // pageable cudaMemcpy on the legacy stream that can return before its DMA ends; the slot
-    // stream is non-blocking, so nothing else orders them (the public API takes no stream).
-    HS_CUDA_CHECK(cudaDeviceSynchronize());
+  // The caller's device data may have been written on any stream, and prepare's upload is a
+  // pageable cudaMemcpy on the legacy stream that can return before its DMA ends; the slot
+  // streams are non-blocking, so nothing else orders them (the public API takes no stream).
+  if (device_src) HS_CUDA_CHECK(cudaDeviceSynchronize());
+  if (device_src && !capped) {
     Slot& sl = slots[0];
     const cudaStream_t s = sl.stream.get();
     sl.chunk = TimeChunk{0, d.n_corr, 0, d.samples};
@@ -208,24 +207,31 @@ void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enq
     if (!device_out) sl.out.emplace(rows * d.n_corr * 4, s);
     float* out = device_out ? device_out : sl.out->as<float>();
     call_backend(p, problem_of(p, shared, sl, p.data.data_as<float>(), out));
-    enqueue(sl.chunk, static_cast<const float*>(out), s, static_cast<float*>(nullptr));
+    enqueue(sl.chunk, static_cast<const float*>(out), s, static_cast<float*>(nullptr), sl.state);
     HS_CUDA_CHECK(cudaStreamSynchronize(s));
-    complete(sl.chunk, static_cast<const float*>(nullptr));
+    complete(sl.chunk, static_cast<const float*>(nullptr), sl.state);
     return;
   }
-  const auto [mo_min, mo_max] = contributing_moveout_range(p);
+  assert(!device_src || (detect && !device_out));  // only detection chunks device data
+  // A group of a call over several devices plans with the whole call's range (Prepared).
+  const auto [mo_min, mo_max] =
+      p.chunk_moveout_range ? *p.chunk_moveout_range : contributing_moveout_range(p);
   const std::int64_t spread = mo_max - mo_min;
   const std::int64_t halo = detect ? 1 : 0;
   const std::int64_t fixed = p.templates.size() * 4 + 4 * d.channels * (d.length + spread);
   std::int64_t max_corr = chunk_correlations(p, fixed, spread);
-  const bool single = max_corr >= d.n_corr;  // one chunk: pageable copies, nothing to overlap
+  // One chunk: pageable copies, nothing to overlap.
+  const bool single = !device_src && !capped && max_corr >= d.n_corr;
   if (!single && g_chunk_override.load() == 0) {
-    // Two slots share the budget and each chunk computes its halo too; staging stays under its
-    // cap (uploads only in detection: its output stays on the device).
+    // Two slots share the budget and each chunk computes its halo too; host staging stays under
+    // its cap (uploads only in detection: its output stays on the device; device data are not
+    // staged).
     const std::int64_t per_corr_staged =
-        4 * (detect ? d.channels * d.step : std::max(d.channels * d.step, rows));
-    max_corr = std::max<std::int64_t>(
-        1, std::min(max_corr / 2, kMaxStagingBytes / per_corr_staged) - 2 * halo);
+        device_src ? 0 : 4 * (detect ? d.channels * d.step : std::max(d.channels * d.step, rows));
+    std::int64_t fit = max_corr / 2;
+    if (per_corr_staged > 0) fit = std::min(fit, kMaxStagingBytes / per_corr_staged);
+    max_corr = std::max<std::int64_t>(1, fit - 2 * halo);
+    if (corr_cap > 0) max_corr = std::min(max_corr, corr_cap);
   }
   const auto chunks = plan_time_chunks(d.samples, d.length, d.step, d.n_corr, mo_min, mo_max,
                                        max_corr, single ? 0 : halo);
@@ -234,8 +240,9 @@ void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enq
     max_samples = std::max(max_samples, ch.samples());
     max_n = std::max(max_n, ch.n_corr());
   }
-  // Moveouts follow the data rows in the upload staging, 8-byte aligned.
-  const std::int64_t mo_offset = (d.channels * max_samples * 4 + 7) / 8 * 8;
+  // Moveouts follow the data rows in the upload staging, 8-byte aligned (device data: moveouts
+  // only).
+  const std::int64_t mo_offset = device_src ? 0 : (d.channels * max_samples * 4 + 7) / 8 * 8;
   for (Slot& sl : slots) {
     sl.data.emplace(d.channels * max_samples * 4, sl.stream.get());
     sl.out.emplace(rows * max_n * 4, sl.stream.get());
@@ -246,14 +253,14 @@ void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enq
     }
     if (single) break;
   }
-  const float* host = p.data.data_as<float>();
+  const float* source = p.data.data_as<float>();
   std::vector<std::int64_t> mo_pageable(static_cast<std::size_t>(n_mo));
   for (std::size_t j = 0; j < chunks.size(); ++j) {
     Slot& sl = slots[single ? 0 : j % 2];
     const cudaStream_t s = sl.stream.get();
     if (sl.busy) {  // the slot's previous chunk: wait, hand it over, reuse the buffers
       HS_CUDA_CHECK(cudaStreamSynchronize(s));
-      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr);
+      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr, sl.state);
       sl.busy = false;
     }
     const TimeChunk& ch = chunks[j];
@@ -266,30 +273,31 @@ void for_each_chunk(const Prepared& p, float* device_out, bool detect, const Enq
               : mo_pageable.data();
     for (std::int64_t k = 0; k < n_mo; ++k)
       mo[k] = chunk_moveout(p.moveouts[static_cast<std::size_t>(k)], ch, d.step);
-    if (sl.up) {
+    if (device_src || !sl.up) {  // device rows, or pageable host rows in the one chunk
+      HS_CUDA_CHECK(cudaMemcpy2DAsync(
+          sl.data->get(), row_bytes, source + ch.sample_begin,
+          static_cast<std::size_t>(d.samples) * 4, row_bytes, static_cast<std::size_t>(d.channels),
+          device_src ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, s));
+    } else {
       auto* stage = static_cast<float*>(sl.up->data());
       for (std::int64_t c = 0; c < d.channels; ++c)
-        std::copy_n(host + c * d.samples + ch.sample_begin, ch.samples(), stage + c * ch.samples());
+        std::copy_n(source + c * d.samples + ch.sample_begin, ch.samples(),
+                    stage + c * ch.samples());
       HS_CUDA_CHECK(cudaMemcpyAsync(sl.data->get(), stage, row_bytes * d.channels,
                                     cudaMemcpyHostToDevice, s));
-    } else {
-      HS_CUDA_CHECK(cudaMemcpy2DAsync(sl.data->get(), row_bytes, host + ch.sample_begin,
-                                      static_cast<std::size_t>(d.samples) * 4, row_bytes,
-                                      static_cast<std::size_t>(d.channels), cudaMemcpyHostToDevice,
-                                      s));
     }
     HS_CUDA_CHECK(cudaMemcpyAsync(sl.moveouts->get(), mo, static_cast<std::size_t>(n_mo) * 8,
                                   cudaMemcpyHostToDevice, s));
     call_backend(p, problem_of(p, shared, sl, sl.data->as<float>(), sl.out->as<float>()));
     enqueue(ch, static_cast<const float*>(sl.out->as<float>()), s,
-            sl.down ? static_cast<float*>(sl.down->data()) : nullptr);
+            sl.down ? static_cast<float*>(sl.down->data()) : nullptr, sl.state);
     sl.busy = true;
     if (!sl.up) HS_CUDA_CHECK(cudaStreamSynchronize(s));  // pageable `mo` is read by now
   }
   for (Slot& sl : slots)
     if (sl.busy) {
       HS_CUDA_CHECK(cudaStreamSynchronize(sl.stream.get()));
-      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr);
+      complete(sl.chunk, sl.down ? static_cast<const float*>(sl.down->data()) : nullptr, sl.state);
       sl.busy = false;
     }
 }
@@ -304,12 +312,35 @@ bool chunks_forced_for_testing() {
   return g_chunk_override.load() > 0;
 }
 
+void set_detect_chunk_for_testing(std::int64_t max_corr) {
+  g_detect_chunk_override.store(max_corr);
+}
+
+// Leaving channels out changes no result: a window inside a chunk is inside the whole data
+// (chunking.hpp), so an excluded channel stays outside. Moveouts were clamped to +-(L + 1) by
+// prepare.
+std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared& p) {
+  const Dims& d = p.dims;
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t j = 0; j < p.moveouts.size(); ++j) {
+    const std::int64_t m = p.moveouts[j];
+    if (d.network_sum && p.weights[j] == 0.0f) continue;
+    if (m > d.samples - d.length || (d.n_corr - 1) * d.step + m < 0) continue;
+    lo = any ? std::min(lo, m) : m;
+    hi = any ? std::max(hi, m) : m;
+    any = true;
+  }
+  return {lo, hi};
+}
+
 void run_cuda_into(const Prepared& p, float* host) {
   const Dims& d = p.dims;
   const std::int64_t rows = d.network_sum ? d.templates : d.templates * d.channels;
   for_each_chunk(
-      p, nullptr, false,
-      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float* staging) {
+      p, nullptr, false, 0,
+      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float* staging,
+          std::shared_ptr<void>&) {
         const std::size_t row_bytes = static_cast<std::size_t>(ch.n_corr()) * 4;
         if (staging) {  // contiguous download into pinned memory; scattered in `complete`
           HS_CUDA_CHECK(cudaMemcpyAsync(staging, out, row_bytes * static_cast<std::size_t>(rows),
@@ -320,7 +351,7 @@ void run_cuda_into(const Prepared& p, float* host) {
               row_bytes, static_cast<std::size_t>(rows), cudaMemcpyDeviceToHost, s));
         }
       },
-      [&](const TimeChunk& ch, const float* staging) {
+      [&](const TimeChunk& ch, const float* staging, std::shared_ptr<void>&) {
         if (!staging) return;
         for (std::int64_t r = 0; r < rows; ++r)
           std::copy_n(staging + r * ch.n_corr(), ch.n_corr(), host + r * d.n_corr + ch.corr_begin);
@@ -331,9 +362,9 @@ Array run_cuda(const Prepared& p) {
   if (p.data_on_device) {
     Array result(DType::f32, p.out_shape, Memory::device);  // the backend writes it in place
     for_each_chunk(
-        p, result.data_as<float>(), false,
-        [](const TimeChunk&, const float*, cudaStream_t, float*) {},
-        [](const TimeChunk&, const float*) {});
+        p, result.data_as<float>(), false, 0,
+        [](const TimeChunk&, const float*, cudaStream_t, float*, std::shared_ptr<void>&) {},
+        [](const TimeChunk&, const float*, std::shared_ptr<void>&) {});
     return result;
   }
   Array result = Array::zeros(DType::f32, p.out_shape);
@@ -343,42 +374,70 @@ Array run_cuda(const Prepared& p) {
 
 namespace {
 
-// Candidate peaks of a device stack with their thresholds: local maxima of |x| above the row's
-// threshold (stack_candidates_cuda with a separation of 1, so no candidate that the exact
-// declustering would keep is lost). The stack holds n correlation times starting at global index
-// `corr_begin`, of which the first `halo_before` and the last `halo_after` belong to neighbouring
-// chunks: they only serve as the true neighbours of this chunk's edge values (a value on a rising
-// slope at an edge is no local maximum), and candidates there are left to their own chunk.
-std::vector<Detection> device_candidates(const float* stack, std::int64_t T, std::int64_t n,
-                                         const DetectOptions& o, std::int64_t step,
-                                         std::int64_t corr_begin, std::int64_t halo_before,
-                                         std::int64_t halo_after, cudaStream_t s) {
-  std::vector<double> thr(static_cast<std::size_t>(T), o.threshold);
-  if (o.type == ThresholdType::Mad) {
-    std::vector<double> medians(static_cast<std::size_t>(T));
-    stack_abs_medians_cuda(stack, T, n, medians.data(), s);
-    for (std::int64_t t = 0; t < T; ++t) {
-      const double m = medians[static_cast<std::size_t>(t)];
-      check_mad_median(m, t, n, o);
-      thr[static_cast<std::size_t>(t)] = o.threshold * m;
+// The candidate search of one pipeline slot: local maxima of |x| above each row's threshold
+// (CandidateSearch with a separation of 1, so no candidate that the exact declustering would
+// keep is lost), queued behind a chunk's kernels and collected once its stream has finished.
+class ChunkSearch {
+ public:
+  ChunkSearch(std::int64_t templates, const DetectOptions& o, cudaStream_t s)
+      : o_(o),
+        stream_(s),
+        thr_(static_cast<std::size_t>(templates), o.threshold),
+        thr_dev_(Buffer::allocate(std::max<std::int64_t>(templates, 1) * 8, Memory::device)),
+        search_(s) {
+    // Absolute thresholds are the same for every chunk: uploaded once, before any chunk's work
+    // (a pageable copy queued behind kernels could wait for them).
+    if (o.type != ThresholdType::Mad) upload_thresholds();
+  }
+
+  // Queues the search of `stack` (T rows of n correlation times) on the stream. A MAD threshold
+  // is the median of each row of this stack, so it waits for the stack first.
+  void launch(const float* stack, std::int64_t n) {
+    const auto T = static_cast<std::int64_t>(thr_.size());
+    if (o_.type == ThresholdType::Mad) {
+      std::vector<double> medians(thr_.size());
+      stack_abs_medians_cuda(stack, T, n, medians.data(), stream_);
+      for (std::int64_t t = 0; t < T; ++t) {
+        const double m = medians[static_cast<std::size_t>(t)];
+        check_mad_median(m, t, n, o_);
+        thr_[static_cast<std::size_t>(t)] = o_.threshold * m;
+      }
+      upload_thresholds();
     }
+    search_.launch(stack, T, n, static_cast<const double*>(thr_dev_->data()), 1);
   }
-  cuda::StreamScratch thr_dev(T * 8, s);
-  HS_CUDA_CHECK(
-      cudaMemcpyAsync(thr_dev.get(), thr.data(), thr.size() * 8, cudaMemcpyHostToDevice, s));
-  std::vector<Detection> c = stack_candidates_cuda(stack, T, n, thr_dev.as<double>(), 1, s);
-  HS_CUDA_CHECK(cudaStreamSynchronize(s));  // `thr` is read by now
-  std::vector<Detection> own;
-  own.reserve(c.size());
-  for (Detection& d : c) {
-    if (d.correlation_index < halo_before || d.correlation_index >= n - halo_after) continue;
-    d.correlation_index += corr_begin;
-    d.sample = d.correlation_index * step;
-    d.threshold = thr[static_cast<std::size_t>(d.template_index)];
-    own.push_back(d);
+
+  // After the stream has finished: the candidates of a stack of n correlation times starting at
+  // global index `corr_begin`, of which the first `halo_before` and the last `halo_after` belong
+  // to neighbouring chunks. Those only serve as the true neighbours of this chunk's edge values
+  // (a value on a rising slope at an edge is no local maximum); candidates there are left to
+  // their own chunk.
+  std::vector<Detection> collect(std::int64_t n, std::int64_t step, std::int64_t corr_begin,
+                                 std::int64_t halo_before, std::int64_t halo_after) {
+    std::vector<Detection> own;
+    for (Detection& d : search_.collect()) {
+      if (d.correlation_index < halo_before || d.correlation_index >= n - halo_after) continue;
+      d.correlation_index += corr_begin;
+      d.sample = d.correlation_index * step;
+      d.threshold = thr_[static_cast<std::size_t>(d.template_index)];
+      own.push_back(d);
+    }
+    return own;
   }
-  return own;
-}
+
+ private:
+  void upload_thresholds() {
+    HS_CUDA_CHECK(cudaMemcpyAsync(thr_dev_->data(), thr_.data(), thr_.size() * 8,
+                                  cudaMemcpyHostToDevice, stream_));
+    HS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `thr_` may change for the next chunk
+  }
+
+  DetectOptions o_;
+  cudaStream_t stream_;
+  std::vector<double> thr_;
+  std::shared_ptr<Buffer> thr_dev_;
+  CandidateSearch search_;
+};
 
 std::vector<Detection> decluster_all(std::vector<Detection> c, std::int64_t T,
                                      std::int64_t separation) {
@@ -397,26 +456,36 @@ std::vector<Detection> decluster_all(std::vector<Detection> c, std::int64_t T,
 std::vector<Detection> detect_device_stack(const float* stack, std::int64_t T, std::int64_t n,
                                            const DetectOptions& o, std::int64_t step,
                                            cudaStream_t s) {
-  return decluster_all(device_candidates(stack, T, n, o, step, 0, 0, 0, s), T,
+  ChunkSearch search(T, o, s);
+  search.launch(stack, n);
+  HS_CUDA_CHECK(cudaStreamSynchronize(s));
+  return decluster_all(search.collect(n, step, 0, 0, 0), T,
                        separation_in_correlations(o.min_separation, step));
 }
 
 std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
+  const std::int64_t T = p.dims.templates, step = p.dims.step;
   std::vector<Detection> all;
-  // The MAD threshold is taken over each chunk's stack, its halo included (over the whole row
-  // when one chunk holds all the data, the default whenever it fits in device memory; the chunks
-  // are of equal size, docs/mfilter.md). device_candidates waits for its stream, so the chunk's
-  // buffers are free again when it returns.
+  // An absolute threshold is searched in chunks of kDetectChunkCorrelations. The MAD threshold
+  // is taken over each chunk's stack, its halo included: over the whole row when one chunk holds
+  // all the data, the default whenever it fits in device memory (the chunks are of equal size,
+  // docs/mfilter.md). Each slot's search is collected before the slot takes its next chunk.
+  const std::int64_t forced = g_detect_chunk_override.load();
+  const std::int64_t cap =
+      o.type == ThresholdType::Absolute ? (forced > 0 ? forced : kDetectChunkCorrelations) : 0;
   for_each_chunk(
-      p, nullptr, true,
-      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float*) {
-        auto c = device_candidates(out, p.dims.templates, ch.n_corr(), o, p.dims.step,
-                                   ch.corr_begin, ch.halo_before, ch.halo_after, s);
-        all.insert(all.end(), c.begin(), c.end());
+      p, nullptr, true, cap,
+      [&](const TimeChunk& ch, const float* out, cudaStream_t s, float*,
+          std::shared_ptr<void>& state) {
+        if (!state) state = std::make_shared<ChunkSearch>(T, o, s);
+        static_cast<ChunkSearch*>(state.get())->launch(out, ch.n_corr());
       },
-      [](const TimeChunk&, const float*) {});
-  return decluster_all(std::move(all), p.dims.templates,
-                       separation_in_correlations(o.min_separation, p.dims.step));
+      [&](const TimeChunk& ch, const float*, std::shared_ptr<void>& state) {
+        auto c = static_cast<ChunkSearch*>(state.get())
+                     ->collect(ch.n_corr(), step, ch.corr_begin, ch.halo_before, ch.halo_after);
+        all.insert(all.end(), c.begin(), c.end());
+      });
+  return decluster_all(std::move(all), T, separation_in_correlations(o.min_separation, step));
 }
 
 }  // namespace halfscope::mfilter

@@ -133,6 +133,46 @@ TEST(GpuDetectChunks, ChunkedSearchEqualsTheWholeOneWithAnAbsoluteThreshold) {
   }
 }
 
+TEST(GpuDetectChunks, AbsoluteThresholdSearchesChunksOfHostAndDeviceData) {
+  // Detection with an absolute threshold never holds the whole stack: host data and data already
+  // on the device are both searched in chunks of a fixed count of correlation times (forced small
+  // here; 2^18 by default), and find what the whole search finds. Host and device data cut time
+  // the same way, so their detections are equal bit for bit.
+  HS_REQUIRE_GPU();
+  std::vector<mftest::PlantedEvent> events;
+  const mftest::Case c = boundary_case(events);
+  const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  const Array x = mftest::to_array(c.data, {c.C, c.L});
+  MfOptions o;
+  o.device = DeviceKind::Cuda;
+  o.precision = Precision::Split;
+  DetectOptions det;
+  det.type = ThresholdType::Absolute;
+  det.threshold = 1.5;  // ~7 sigma of the noise's stack (see above)
+  det.min_separation = 0;
+  const double bound = mftest::stack_error_bound(
+      c, mftest::method_error_bound(MfMethod::Tensor, Precision::Split, c, MfNormalize::Short));
+  const auto whole = matched_filter_detect(t, x, o, mftest::network_of(c), det);
+  ASSERT_FALSE(whole.empty());
+  for (const std::int64_t per : {std::int64_t{4985}, std::int64_t{1234}}) {
+    const mftest::ForcedDetectChunks chunks(per);
+    const auto host = matched_filter_detect(t, x, o, mftest::network_of(c), det);
+    const auto device =
+        matched_filter_detect(t, x.to(Memory::device), o, mftest::network_of(c), det);
+    ASSERT_EQ(host.size(), whole.size()) << per;
+    ASSERT_EQ(device.size(), whole.size()) << per;
+    for (std::size_t j = 0; j < whole.size(); ++j) {
+      EXPECT_EQ(host[j].template_index, whole[j].template_index) << per;
+      EXPECT_EQ(host[j].correlation_index, whole[j].correlation_index) << per;
+      EXPECT_NEAR(host[j].value, whole[j].value, 2 * bound) << per;
+      EXPECT_EQ(host[j].channels_used, whole[j].channels_used) << per;
+      EXPECT_EQ(device[j].template_index, host[j].template_index) << per;
+      EXPECT_EQ(device[j].correlation_index, host[j].correlation_index) << per;
+      EXPECT_EQ(device[j].value, host[j].value) << per;
+    }
+  }
+}
+
 TEST(GpuDetectChunks, MadThresholdOfAGapDominatedChunkIsRefused) {
   HS_REQUIRE_GPU();
   // With chunks of 4985 the fourth chunk is more than half zero-filled gap: its median |stack|

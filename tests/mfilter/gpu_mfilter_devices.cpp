@@ -182,16 +182,22 @@ TEST(MfilterDevicesGpu, DetectionsEqualOneListedDevice) {
   }
   d.threshold = 0.9 * weakest;
   d.min_separation = 200;
-  const auto one = matched_filter_detect(t, x, o, mftest::network_of(c), d);
-  o.devices = all_devices();
-  const auto many = matched_filter_detect(t, x, o, mftest::network_of(c), d);
-  ASSERT_GE(one.size(), 4u);  // every planted event is found
-  ASSERT_EQ(one.size(), many.size());
-  for (std::size_t i = 0; i < one.size(); ++i) {
-    EXPECT_EQ(one[i].template_index, many[i].template_index);
-    EXPECT_EQ(one[i].correlation_index, many[i].correlation_index);
-    EXPECT_EQ(one[i].value, many[i].value);
-    EXPECT_EQ(one[i].channels_used, many[i].channels_used);
+  // Whole stacks (one chunk), then time cut into chunks of 2849 correlation times as a day of
+  // data is (kDetectChunkCorrelations): every group cuts time as the whole call does.
+  for (const std::int64_t per : {std::int64_t{0}, std::int64_t{3000}}) {
+    const mftest::ForcedDetectChunks chunks(per);
+    o.devices = {0};
+    const auto one = matched_filter_detect(t, x, o, mftest::network_of(c), d);
+    o.devices = all_devices();
+    const auto many = matched_filter_detect(t, x, o, mftest::network_of(c), d);
+    ASSERT_GE(one.size(), 4u) << per;  // every planted event is found
+    ASSERT_EQ(one.size(), many.size()) << per;
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(one[i].template_index, many[i].template_index) << per;
+      EXPECT_EQ(one[i].correlation_index, many[i].correlation_index) << per;
+      EXPECT_EQ(one[i].value, many[i].value) << per;
+      EXPECT_EQ(one[i].channels_used, many[i].channels_used) << per;
+    }
   }
 }
 

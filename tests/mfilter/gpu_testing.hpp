@@ -54,6 +54,15 @@ struct ForcedChunks {
   ForcedChunks& operator=(const ForcedChunks&) = delete;
 };
 
+/// Forces the correlation times per chunk of a GPU detection with an absolute threshold (0 = the
+/// default) and restores the default when the test ends, also on failure.
+struct ForcedDetectChunks {
+  explicit ForcedDetectChunks(std::int64_t n) { mfilter::set_detect_chunk_for_testing(n); }
+  ~ForcedDetectChunks() { mfilter::set_detect_chunk_for_testing(0); }
+  ForcedDetectChunks(const ForcedDetectChunks&) = delete;
+  ForcedDetectChunks& operator=(const ForcedDetectChunks&) = delete;
+};
+
 /// A device copy of a host vector (or `n` uninitialised elements), freed at scope exit.
 template <class T>
 struct DeviceVector {

@@ -187,41 +187,47 @@ TEST(MfIndexing, CorrelationCountAndCheckedSizes) {
 
 TEST(MfIndexing, TimeChunksCoverEveryCorrelationAndKeepTheWindowRule) {
   // Beyond 2^31 samples, with negative and positive moveouts and step 3; then moveouts all
-  // negative or all beyond the end (ranges that have to be widened).
+  // negative or all beyond the end (ranges that have to be widened). With a halo (detection),
+  // the halo's correlation times keep the window rule too: they are the true neighbours of a
+  // chunk's edge values.
   const std::int64_t L = (std::int64_t{1} << 33) + 12345, K = 256, step = 3;
   const std::int64_t n = mf_correlation_count(L, K, step);
   const std::int64_t max_corr = (std::int64_t{1} << 30) + 7;
-  for (auto [mo_min, mo_max] :
-       {std::pair<std::int64_t, std::int64_t>{-500, 900}, {-5000, -4000}, {L - 10, L + 1}}) {
-    const auto chunks = mfilter::plan_time_chunks(L, K, step, n, mo_min, mo_max, max_corr);
-    ASSERT_FALSE(chunks.empty());
-    EXPECT_EQ(chunks.front().corr_begin, 0);
-    EXPECT_EQ(chunks.back().corr_end, n);
-    for (std::size_t j = 0; j < chunks.size(); ++j) {
-      const auto& ch = chunks[j];
-      if (j > 0) {
-        EXPECT_EQ(ch.corr_begin, chunks[j - 1].corr_end);
-      }
-      EXPECT_LE(ch.n_corr(), max_corr);
-      EXPECT_LE(ch.n_corr(), (ch.samples() - K) / step + 1);  // what a backend may assume
-      EXPECT_GE(ch.sample_begin, 0);
-      EXPECT_LE(ch.sample_end, L);
-      // For the extreme moveouts at the chunk's first and last time, a window is inside the
-      // chunk's samples exactly when it is inside the whole data.
-      for (std::int64_t mo : {mo_min, (mo_min + mo_max) / 2, mo_max})
-        for (std::int64_t i : {ch.corr_begin, ch.corr_end - 1}) {
-          const std::int64_t s = i * step + mo;
-          const bool inside = s >= 0 && s + K <= L;
-          const std::int64_t s_local =
-              (i - ch.corr_begin) * step + mfilter::chunk_moveout(mo, ch, step);
-          const bool inside_chunk = s_local >= 0 && s_local + K <= ch.samples();
-          EXPECT_EQ(inside, inside_chunk) << "chunk " << j << " i " << i << " mo " << mo;
-          if (inside) {
-            EXPECT_EQ(s_local + ch.sample_begin, s);
-          }
+  for (const std::int64_t halo : {0, 1})
+    for (auto [mo_min, mo_max] :
+         {std::pair<std::int64_t, std::int64_t>{-500, 900}, {-5000, -4000}, {L - 10, L + 1}}) {
+      const auto chunks = mfilter::plan_time_chunks(L, K, step, n, mo_min, mo_max, max_corr, halo);
+      ASSERT_FALSE(chunks.empty());
+      EXPECT_EQ(chunks.front().corr_begin, 0);
+      EXPECT_EQ(chunks.back().corr_end, n);
+      for (std::size_t j = 0; j < chunks.size(); ++j) {
+        const auto& ch = chunks[j];
+        if (j > 0) {
+          const auto& prev = chunks[j - 1];
+          EXPECT_EQ(ch.own_begin(), prev.own_begin() + prev.own_n_corr());
+          EXPECT_EQ(ch.halo_before, halo);
         }
+        EXPECT_LE(ch.own_n_corr(), max_corr);
+        EXPECT_LE(ch.n_corr(), (ch.samples() - K) / step + 1);  // what a backend may assume
+        EXPECT_GE(ch.sample_begin, 0);
+        EXPECT_LE(ch.sample_end, L);
+        // For the extreme moveouts at the chunk's first and last times (halo included), a
+        // window is inside the chunk's samples exactly when it is inside the whole data.
+        for (std::int64_t mo : {mo_min, (mo_min + mo_max) / 2, mo_max})
+          for (std::int64_t i : {ch.corr_begin, ch.own_begin(), ch.corr_end - 1}) {
+            const std::int64_t s = i * step + mo;
+            const bool inside = s >= 0 && s + K <= L;
+            const std::int64_t s_local =
+                (i - ch.corr_begin) * step + mfilter::chunk_moveout(mo, ch, step);
+            const bool inside_chunk = s_local >= 0 && s_local + K <= ch.samples();
+            EXPECT_EQ(inside, inside_chunk)
+                << "halo " << halo << " chunk " << j << " i " << i << " mo " << mo;
+            if (inside) {
+              EXPECT_EQ(s_local + ch.sample_begin, s);
+            }
+          }
+      }
     }
-  }
 }
 
 TEST(MfIndexing, ChunkedCpuRunEqualsTheWholeRun) {

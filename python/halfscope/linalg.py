@@ -125,7 +125,7 @@ def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, de
     budget = _device_memory(device_memory, listed)
     name, table = _policy_args(policy, m, int(tile))
     r = _core.cholesky(m, name, table, int(tile), bool(recover), where, listed, budget,
-                       _arrays.stream_handle(None, m))
+                       _arrays.stream_handle(None, m), _arrays.framework_of(m))
     out = _arrays.like(r["L"], m)
     return (out, r["report"]) if full_output else out
 

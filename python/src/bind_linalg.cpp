@@ -46,20 +46,11 @@ Memory memory_for(const std::string& device) {
                                                                        : Memory::host;
 }
 
-// The lower factor as a dense host float32 matrix with a zero upper triangle.
-Array lower_dense(const linalg::TileMatrix& l) {
-  Array dense = l.to_dense();
-  auto v = dense.view2d<float>();
-  for (std::int64_t i = 0; i < v.rows; ++i)
-    for (std::int64_t j = i + 1; j < v.cols; ++j) v(i, j) = 0.0f;
-  return dense;
-}
-
 // `devices` and `device_memory` come checked from hs.linalg.cholesky (linalg.py).
 nb::dict cholesky(const AnyArray& a, const std::string& policy,
                   const std::optional<AnyArray>& table, std::int64_t tile, bool recover,
                   const std::string& device, const std::vector<int>& devices,
-                  std::int64_t device_memory, std::uintptr_t stream) {
+                  std::int64_t device_memory, std::uintptr_t stream, const std::string& framework) {
   const Array dense = view_of(a, "a");
   linalg::CholeskyOptions o;
   o.policy = policy_of(policy, table);
@@ -79,10 +70,12 @@ nb::dict cholesky(const AnyArray& a, const std::string& policy,
     linalg::TileMatrix m =
         linalg::TileMatrix::from_dense(dense, tile, linalg::TileFill::lower, DType::f32, memory);
     r = linalg::cholesky_tiles(m, o);
-    l = lower_dense(m);
+    // A device matrix gets its factor back on the device, made dense there.
+    l = m.to_dense(dense.on_device() && m.storage.on_device() ? Memory::device : Memory::host,
+                   linalg::UpperTriangle::zero);
   }
   nb::dict d;
-  d["L"] = to_python(l, Framework::numpy);
+  d["L"] = to_python(l, l.on_device() ? parse_framework(framework) : Framework::numpy);
   d["report"] = cholesky_report(r);
   return d;
 }
@@ -154,8 +147,9 @@ nb::dict solve(const AnyArray& a, const AnyArray& b, const std::string& policy,
 void bind_linalg(nb::module_& m) {
   m.def("cholesky", &cholesky, nb::arg("a"), nb::arg("policy"), nb::arg("table").none(),
         nb::arg("tile"), nb::arg("recover"), nb::arg("device"), nb::arg("devices"),
-        nb::arg("device_memory"), nb::arg("stream"),
-        "Tile Cholesky of an SPD matrix under a precision policy; L dense, float32, host.");
+        nb::arg("device_memory"), nb::arg("stream"), nb::arg("framework") = "numpy",
+        "Tile Cholesky of an SPD matrix under a precision policy; L dense, float32, on the host "
+        "(or on the device, as `framework`'s array, for a device matrix factored there).");
   m.def("spd_solve", &solve, nb::arg("a"), nb::arg("b"), nb::arg("policy"), nb::arg("table").none(),
         nb::arg("solve_policy"), nb::arg("tile"), nb::arg("refine"), nb::arg("max_iterations"),
         nb::arg("device"), nb::arg("stream"),

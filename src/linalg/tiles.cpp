@@ -2,9 +2,17 @@
 #include "halfscope/linalg/tiles.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <string>
 
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#include "linalg/tiles_cuda.hpp"
+#endif
 
 namespace halfscope::linalg {
 
@@ -113,20 +121,56 @@ void dense_to_tiles(const TileLayout& layout, const T* dense, T* tiles) {
 
 }  // namespace
 
-Array TileMatrix::to_dense() const {
+Array TileMatrix::to_dense(Memory memory, UpperTriangle upper) const {
+#if HALFSCOPE_WITH_CUDA
+  if (storage.on_device() && memory == Memory::device &&
+      layout.tile_size() <= detail::kMaxDeviceRelayoutTile) {
+    const cuda::DeviceGuard restore;
+    cudaPointerAttributes where{};
+    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, storage.data()));
+    HS_CUDA_CHECK(cudaSetDevice(where.device));  // the dense copy goes where the tiles are
+    Array dense(storage.dtype(), {layout.rows(), layout.cols()}, Memory::device);
+    const cuda::Stream stream;
+    detail::tiles_to_dense_cuda(*this, dense, upper, stream.get());
+    return dense;
+  }
+#endif
   const Array host = storage.on_device() ? storage.to(Memory::host) : storage;
   Array dense(host.dtype(), {layout.rows(), layout.cols()});
   if (host.dtype() == DType::f64)
     tiles_to_dense(layout, host.data_as<double>(), dense.data_as<double>());
   else
     tiles_to_dense(layout, host.data_as<float>(), dense.data_as<float>());
-  return dense;
+  if (upper == UpperTriangle::zero && layout.fill() == TileFill::lower) {
+    const std::int64_t n = layout.rows();
+    const std::size_t bytes = dense.dtype() == DType::f64 ? 8 : 4;
+    auto* base = static_cast<std::byte*>(dense.data());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n - 1; ++i)
+      std::memset(base + static_cast<std::size_t>(i * n + i + 1) * bytes, 0,
+                  static_cast<std::size_t>(n - i - 1) * bytes);
+  }
+  return memory == Memory::host ? dense : dense.to(memory);
 }
 
 TileMatrix TileMatrix::from_dense(const Array& dense, std::int64_t nb, TileFill fill, DType dtype,
                                   Memory memory) {
   if (dense.ndim() != 2)
     throw InvalidInput("TileMatrix::from_dense: expected a 2-D matrix, found " + dense.describe());
+#if HALFSCOPE_WITH_CUDA
+  if (dense.on_device() && memory == Memory::device && dense.is_c_contiguous() &&
+      (dense.dtype() == DType::f32 || dense.dtype() == DType::f64) &&
+      (dtype == DType::f32 || dtype == DType::f64) && nb <= detail::kMaxDeviceRelayoutTile) {
+    const cuda::DeviceGuard restore;
+    cudaPointerAttributes where{};
+    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, dense.data()));
+    HS_CUDA_CHECK(cudaSetDevice(where.device));  // the tiles go where the matrix is
+    TileMatrix out(TileLayout(dense.dim(0), dense.dim(1), nb, fill), dtype, Memory::device);
+    const cuda::Stream stream;
+    detail::dense_to_tiles_cuda(dense, out, stream.get());
+    return out;
+  }
+#endif
   TileMatrix out(TileLayout(dense.dim(0), dense.dim(1), nb, fill), dtype, Memory::host);
   Array source = dense.on_device() ? dense.to(Memory::host) : dense;
   source = (source.dtype() == dtype ? source : source.astype(dtype)).contiguous();

@@ -195,3 +195,27 @@ def test_cholesky_out_of_core_on_one_device():
     ref = np.linalg.cholesky(a)
     forward = np.linalg.norm(L.astype(np.float64) - ref) / np.linalg.norm(ref)
     assert forward <= 1e-4, forward
+
+
+def test_cholesky_of_a_cupy_matrix_stays_on_the_device(cupy):
+    """A CuPy matrix is tiled, factored and made dense again on its device (no round trip through
+    host memory): L comes back as CuPy on that device, equal bit for bit to the factor of the same
+    matrix given as NumPy and factored on the GPU (the same tiles, the same kernels), with a zero
+    upper triangle; only the lower triangle is read (NaN above it changes nothing). With
+    devices=[0] too, within the tolerance of test_cholesky_out_of_core_on_one_device."""
+    need_cuda()
+    n = 700
+    g = np.random.default_rng(3).standard_normal((n, n // 4))
+    a = (np.eye(n) + g @ g.T / n).astype(np.float32)
+    ref = hs.linalg.cholesky(a, tile=128, device="cuda")
+    d = cupy.asarray(a)
+    d[cupy.triu_indices(n, 1)] = cupy.nan
+    L = hs.linalg.cholesky(d, tile=128, device="cuda")
+    assert isinstance(L, cupy.ndarray) and L.dtype == cupy.float32
+    assert L.device.id == d.device.id
+    np.testing.assert_array_equal(cupy.asnumpy(L), ref)
+    L0 = hs.linalg.cholesky(d, tile=128, devices=[0])
+    assert isinstance(L0, cupy.ndarray)
+    exact = np.linalg.cholesky(a.astype(np.float64))
+    forward = np.linalg.norm(cupy.asnumpy(L0).astype(np.float64) - exact) / np.linalg.norm(exact)
+    assert forward <= 1e-4, forward

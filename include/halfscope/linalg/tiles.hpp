@@ -56,6 +56,12 @@ class TileLayout {
   std::vector<std::int64_t> column_start_;  // offset of the first stored tile of each tile column
 };
 
+/// What a dense copy of a lower layout holds above the diagonal.
+enum class UpperTriangle : std::uint8_t {
+  mirror,  // the lower triangle mirrored: the whole symmetric matrix
+  zero,    // zeros: a lower-triangular factor L
+};
+
 /// A tiled matrix: its layout and its storage, a 1-D Array of layout.element_count() elements of
 /// dtype float32 or float64, on the host or on a device.
 struct TileMatrix {
@@ -67,11 +73,14 @@ struct TileMatrix {
   TileMatrix() = default;
 
   [[nodiscard]] DType dtype() const noexcept { return storage.dtype(); }
-  /// Host dense copy (rows x cols, C order, same dtype). A lower layout is mirrored into the upper
-  /// triangle from the lower one, so the result is the whole symmetric matrix.
-  [[nodiscard]] Array to_dense() const;
+  /// Dense copy (rows x cols, C order, same dtype) in `memory`. A lower layout gets its upper
+  /// triangle as `upper` says: mirrored from the lower one (the whole symmetric matrix) or zero.
+  /// Device storage copied to device memory is re-laid out on the device.
+  [[nodiscard]] Array to_dense(Memory memory = Memory::host,
+                               UpperTriangle upper = UpperTriangle::mirror) const;
   /// Tiles a dense 2-D array (any floating dtype, host or device) into float32 / float64 storage in
   /// `memory`; a lower layout takes the lower triangle (the upper half of diagonal tiles mirrored).
+  /// A float32 / float64 device array tiled into device memory never leaves the device.
   [[nodiscard]] static TileMatrix from_dense(const Array& dense, std::int64_t nb, TileFill fill,
                                              DType dtype, Memory memory = Memory::host);
 };

@@ -129,16 +129,19 @@ struct Factor {
 
   // Column j's update with panel k: SYRK of (j, j), then the GEMMs of (i, j), i > j, batched
   // over runs of full tiles with one variant; a short last tile row alone. With `rounding_only`
-  // only the HP2 / HP3 / DP runs (the others then go into the step's pointer-array groups).
+  // only the HP2 / HP3 / DP runs (the others then go into the step's pointer-array groups), and
+  // the SYRK only for a short last tile (full diagonal tiles go into a group too).
   void update_column(cublasHandle_t handle, cudaStream_t stream, int side, std::int64_t k,
                      std::int64_t j, bool rounding_only = false) const {
     const std::int64_t hj = height(j);
     const float minus_one = -1.0f, one = 1.0f;
-    const PedanticMath strict(handle);  // SYRK in strict FP32, as the CPU's
-    HS_CUBLAS_CHECK(cublasSsyrk(handle, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, static_cast<int>(hj),
-                                static_cast<int>(nb), &minus_one,
-                                static_cast<const float*>(operand(OperandFormat::fp32, j, k)),
-                                static_cast<int>(hj), &one, tile(j, j), static_cast<int>(hj)));
+    if (!rounding_only || hj != nb) {
+      const PedanticMath strict(handle);  // SYRK in strict FP32, as the CPU's
+      HS_CUBLAS_CHECK(cublasSsyrk(handle, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, static_cast<int>(hj),
+                                  static_cast<int>(nb), &minus_one,
+                                  static_cast<const float*>(operand(OperandFormat::fp32, j, k)),
+                                  static_cast<int>(hj), &one, tile(j, j), static_cast<int>(hj)));
+    }
     std::int64_t i = j + 1;
     while (i < nt) {
       std::int64_t end = i + 1;
@@ -167,10 +170,24 @@ struct Factor {
 
   // Host pointer arrays for the columns k + 3 .. NT - 1 of every step (column k + 2 goes alone,
   // first, so that the panel stream's look-ahead can start on it): one group per variant and
-  // tile height. Uploaded once by the caller.
+  // tile height, and one of the full diagonal tiles, updated as strict FP32 GEMMs of the whole
+  // tile (C -= A A^T: twice a SYRK's work, but batched: 47 against 58 us a tile on an H100, and
+  // 4753 one-tile SYRKs were 27 % of the E-ELT factorization; the strict upper half of a
+  // diagonal tile is never read). Uploaded once by the caller.
   void plan_groups(std::vector<const void*>& a_host, std::vector<const void*>& b_host,
                    std::vector<void*>& c_host) {
     groups.assign(static_cast<std::size_t>(nt), {});
+    for (std::int64_t k = 0; k < nt; ++k) {
+      Group diag{GemmVariant::SP, nb, static_cast<std::int64_t>(a_host.size()), 0};
+      for (std::int64_t j = k + 3; j < nt; ++j)
+        if (owns(j) && height(j) == nb) {
+          a_host.push_back(operand(OperandFormat::fp32, j, k));
+          b_host.push_back(operand(OperandFormat::fp32, j, k));
+          c_host.push_back(tile(j, j));
+          ++diag.count;
+        }
+      if (diag.count > 0) groups[static_cast<std::size_t>(k)].push_back(diag);
+    }
     for (std::int64_t k = 0; k < nt; ++k)
       for (const GemmVariant v :
            {GemmVariant::SP, GemmVariant::TF32, GemmVariant::HP1, GemmVariant::BF16})
@@ -190,8 +207,9 @@ struct Factor {
         }
   }
 
-  // Columns k + 3 .. NT - 1 with panel k: SYRKs and C-rounding runs column by column, the rest
-  // in the step's pointer-array groups (disjoint tiles, so their order does not matter).
+  // Columns k + 3 .. NT - 1 with panel k: a short last diagonal tile's SYRK and the C-rounding
+  // runs column by column, the rest in the step's pointer-array groups (disjoint tiles, so their
+  // order does not matter).
   void update_rest(cublasHandle_t handle, cudaStream_t stream, std::int64_t k) const {
     for (std::int64_t j = k + 3; j < nt; ++j)
       if (owns(j)) update_column(handle, stream, 1, k, j, true);

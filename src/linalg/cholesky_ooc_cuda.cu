@@ -98,7 +98,8 @@ std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t budget, s
 std::int64_t in_core_device_bytes(const TileLayout& l, const std::vector<GemmVariant>& v,
                                   std::int64_t parts) {
   const std::int64_t nt = l.tile_cols();
-  // plan_groups: at most one pointer triple per (k, i, j), k < j < i, j owned.
+  // plan_groups: at most one pointer triple per (k, i, j), k < j <= i, j owned (fewer than
+  // NT^3 / 6 in all).
   return l.element_count() * 4 + scratch_bytes(l, v) +
          nt * nt * nt / 6 * 3 * 8 / std::max<std::int64_t>(parts, 1);
 }

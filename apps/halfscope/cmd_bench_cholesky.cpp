@@ -26,7 +26,7 @@ constexpr const char* kDefaultPolicies =
 struct CholBenchArgs {
   std::string json, sizes, systems, policies = kDefaultPolicies, device = "auto", device_memory;
   std::int64_t tile = 0, error_tiles = 64;
-  int repeats = 3, layers = 10;
+  int repeats = 3, warmup = 1, layers = 10;
   bool no_cusolver = false;
   std::vector<int> devices;
   bool device_memory_given = false;  // from the option's count: "" is a bad size, not none
@@ -36,7 +36,7 @@ struct TorBenchArgs {
   std::string json, systems = "check,mid", policies = kDefaultPolicies, solve_policy = "uniform:SP",
                     device = "auto", tiptilt = "woodbury";
   std::int64_t tile = 0, max_fp64_n = 50000;
-  int repeats = 3, layers = 10;
+  int repeats = 3, warmup = 1, layers = 10;
   bool no_cusolver = false;
   std::vector<int> devices;
 };
@@ -147,6 +147,7 @@ void run_cholesky_bench(const CholBenchArgs& a, const Globals& g) {
   o.policies = split(a.policies, ';');
   o.tile = a.tile;
   o.repeats = a.repeats;
+  o.warmup = a.warmup;
   o.layers = a.layers;
   o.error_tiles = a.error_tiles;
   o.cusolver = !a.no_cusolver;
@@ -176,6 +177,7 @@ void run_tor_bench(const TorBenchArgs& a, const Globals& g) {
   o.solve_policy = a.solve_policy;
   o.tile = a.tile;
   o.repeats = a.repeats;
+  o.warmup = a.warmup;
   o.layers = a.layers;
   o.max_fp64_n = a.max_fp64_n;
   o.tiptilt = ao::parse_tiptilt_method(a.tiptilt, "--tiptilt");
@@ -202,6 +204,9 @@ void add_common(CLI::App* cmd, Args& a) {
   cmd->add_option("--repeats", a.repeats, "timed runs per case, each on a fresh input")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--warmup", a.warmup, "untimed runs per case before the timed ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
   cmd->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--layers", a.layers, "atmosphere profile of the presets: 10 or 60")
       ->capture_default_str()

@@ -91,6 +91,7 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
   c.precision = text;
   common_params(c, m, n, gpu, o.layers);
   c.params["tile"] = nb;
+  c.params["warmup"] = static_cast<std::int64_t>(o.warmup);
   c.params["peak_memory_method"] =
       std::string(gpu ? "cudaMemGetInfo polled every 1 ms (whole device)" : "not measured (CPU)");
   linalg::CholeskyOptions options;
@@ -124,7 +125,7 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
 #endif
   };
   try {
-    for (int r = 0; r < o.repeats; ++r) {
+    for (int r = -o.warmup; r < o.repeats; ++r) {  // r < 0: untimed warm-up runs
       a = {};             // the previous factor's memory back before the next input is made
       if (out_of_core) {  // the host copy of the same input: the device shows only the factor
         a.layout = reference.layout;
@@ -133,7 +134,8 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
         a = ao::covariance_tiles(m.system, ao::CovarianceKind::cmm, nb,
                                  cmm_options(gpu, DType::f32));
       }
-      times.push_back(time_factor(a, options, gpu, report));
+      const double ms = time_factor(a, options, gpu, report);
+      if (r >= 0) times.push_back(ms);
     }
   } catch (const NumericalError& e) {  // NotPositiveDefinite or an FP16 overflow: recorded
     c.params["failed"] = std::string(e.what());
@@ -205,9 +207,10 @@ BenchCase cusolver_case(const CholBenchOptions& o, const BenchMatrix& m, DType d
   cholesky_detail::DeviceMemoryPoller poller;
   std::vector<double> times;
   try {
-    for (int r = 0; r < o.repeats; ++r) {
+    for (int r = -o.warmup; r < o.repeats; ++r) {  // r < 0: untimed warm-up runs
       Array dense = ao::covariance(m.system, ao::CovarianceKind::cmm, cmm_options(true, dtype));
-      times.push_back(cholesky_detail::cusolver_potrf_ms(dense));
+      const double ms = cholesky_detail::cusolver_potrf_ms(dense);
+      if (r >= 0) times.push_back(ms);
     }
   } catch (const NumericalError& e) {
     c.params["failed"] = std::string(e.what());
@@ -260,6 +263,7 @@ ao::AoSystem eelt_first_sensors(std::int64_t k, int layers) {
 
 BenchReport run_cholesky_bench(const CholBenchOptions& o) {
   if (o.repeats < 1) throw InvalidInput("bench cholesky: repeats must be >= 1");
+  if (o.warmup < 0) throw InvalidInput("bench cholesky: warmup must be >= 0");
   if (o.policies.empty()) throw InvalidInput("bench cholesky: at least one policy is needed");
   if (o.device_memory < 0)
     throw InvalidInput("bench cholesky: device_memory must be >= 0 bytes, found " +

@@ -86,6 +86,7 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   c.precision = text;
   c.params["solve_policy"] = o.solve_policy;
   c.params["tile"] = nb;
+  c.params["warmup"] = static_cast<std::int64_t>(o.warmup);
   c.params["devices"] = static_cast<std::int64_t>(std::max<std::size_t>(o.devices.size(), 1));
   ao::ReconstructorOptions ro;
   ro.policy = linalg::parse_policy(text);
@@ -98,8 +99,9 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   std::vector<double> factor_solve, factor, solve, with_generation;
   ao::Reconstructor rec;
   try {
-    for (int r = 0; r < o.repeats; ++r) {
+    for (int r = -o.warmup; r < o.repeats; ++r) {  // r < 0: untimed warm-up runs
       rec = ao::tomographic_reconstructor(system, ro);
+      if (r < 0) continue;
       factor.push_back(rec.factor_ms);
       solve.push_back(rec.solve_ms);
       factor_solve.push_back(rec.factor_ms + rec.solve_ms);
@@ -165,7 +167,7 @@ BenchCase cusolver_case(const TorBenchOptions& o, const std::string& name,
   std::vector<double> total, potrf, potrs;
   Array r;
   try {
-    for (int k = 0; k < o.repeats; ++k) {
+    for (int k = -o.warmup; k < o.repeats; ++k) {  // k < 0: untimed warm-up runs
       Array cmm = ao::covariance(k_system, ao::CovarianceKind::cmm, co);
       Array ctm = ao::covariance(system, ao::CovarianceKind::ctm, co);
       r = Array(DType::f32, {m + q, n}, Memory::device);
@@ -177,6 +179,7 @@ BenchCase cusolver_case(const TorBenchOptions& o, const std::string& name,
       const auto t0 = Clock::now();
       ao::detail::apply_tiptilt_correction(r, m, groups);  // synchronous
       const double correction_ms = ms_since(t0);
+      if (k < 0) continue;
       potrf.push_back(t.potrf_ms);
       potrs.push_back(t.potrs_ms + correction_ms);
       total.push_back(t.potrf_ms + t.potrs_ms + correction_ms);
@@ -202,6 +205,7 @@ BenchCase cusolver_case(const TorBenchOptions& o, const std::string& name,
 
 BenchReport run_tor_bench(const TorBenchOptions& o) {
   if (o.repeats < 1) throw InvalidInput("bench tor: repeats must be >= 1");
+  if (o.warmup < 0) throw InvalidInput("bench tor: warmup must be >= 0");
   if (o.policies.empty() || o.systems.empty())
     throw InvalidInput("bench tor: at least one system and one policy are needed");
   for (const std::string& p : o.policies) (void)linalg::parse_policy(p);

@@ -58,6 +58,9 @@ struct CholBenchOptions {
   std::vector<std::string> policies = {"uniform:SP"};  // parse_policy strings
   std::int64_t tile = 0;                               // 0: 1024 on the GPU, 512 on the CPU
   int repeats = 3;  // timed factorizations per case (each on a fresh input)
+  /// Untimed factorizations before them (lazy module loading, library handles and heuristics,
+  /// the memory pool on every device; on 4 x H200 a cold first run took twice a warm one).
+  int warmup = 1;
   DeviceKind device = DeviceKind::Auto;
   bool cusolver = true;           // also cuSOLVER spotrf / dpotrf (GPU only)
   std::int64_t error_tiles = 64;  // tiles checked for the backward error (0: all)
@@ -85,6 +88,7 @@ struct TorBenchOptions {
   ao::TiptiltMethod tiptilt = ao::TiptiltMethod::woodbury;
   std::int64_t tile = 0;  // 0: 1024 GPU, 512 CPU
   int repeats = 3;
+  int warmup = 1;  // untimed reconstructors before them (CholBenchOptions::warmup)
   DeviceKind device = DeviceKind::Auto;
   bool cusolver = true;  // cuSOLVER FP32 spotrf + spotrs reconstructor (GPU only)
   /// The FP64 reference reconstructor and the evaluation hold FP64 n x n matrices: systems with

@@ -136,7 +136,8 @@ TEST(CholeskyBench, CheckSystemOnTheCpu) {
   ASSERT_EQ(r.cases.size(), 2u);  // no cuSOLVER on the CPU
   EXPECT_EQ(r.benchmark, "cholesky");
   for (const BenchCase& c : r.cases) {
-    EXPECT_EQ(c.stats.repeats, 2);
+    EXPECT_EQ(c.stats.repeats, 2);  // timed; one untimed warm-up before them by default
+    EXPECT_EQ(param<std::int64_t>(c, "warmup"), 1);
     EXPECT_EQ(param<std::int64_t>(c, "n"), 912);
     EXPECT_EQ(param<std::int64_t>(c, "tiles_SP") + param<std::int64_t>(c, "tiles_HP1"), 28);
     EXPECT_EQ(param<std::int64_t>(c, "error_tiles_checked"), 36);  // 8 diagonal + 28
@@ -148,6 +149,8 @@ TEST(CholeskyBench, CheckSystemOnTheCpu) {
     EXPECT_GT(c.TFLOPs, 0.0);
   }
   EXPECT_EQ(param<std::int64_t>(r.cases[0], "tiles_SP"), 28);
+  o.warmup = -1;
+  EXPECT_THROW((void)run_cholesky_bench(o), InvalidInput);
   EXPECT_EQ(param<std::int64_t>(r.cases[1], "tiles_SP"), 7);  // distance 1: 7 tiles
   // The schema round-trips.
   const std::string json = r.to_json();

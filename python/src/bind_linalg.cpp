@@ -70,8 +70,9 @@ nb::dict cholesky(const AnyArray& a, const std::string& policy,
     linalg::TileMatrix m =
         linalg::TileMatrix::from_dense(dense, tile, linalg::TileFill::lower, DType::f32, memory);
     r = linalg::cholesky_tiles(m, o);
-    // A device matrix gets its factor back on the device, made dense there.
-    l = m.to_dense(dense.on_device() && m.storage.on_device() ? Memory::device : Memory::host,
+    // A device matrix gets its factor back on its device, made dense there, when it fits beside
+    // the tiles (else through the host, and Python moves it back).
+    l = m.to_dense(dense.on_device() ? linalg::dense_copy_memory(m, dense) : Memory::host,
                    linalg::UpperTriangle::zero);
   }
   nb::dict d;

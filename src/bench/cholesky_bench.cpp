@@ -189,6 +189,7 @@ BenchCase cusolver_case(const CholBenchOptions& o, const BenchMatrix& m, DType d
   const std::int64_t n = ao::measurement_count(m.system);
   BenchCase c;
   c.implementation = "cusolver";
+  c.params["warmup"] = static_cast<std::int64_t>(o.warmup);
   c.method = dtype == DType::f64 ? "dpotrf" : "spotrf";
   c.precision = dtype == DType::f64 ? "double" : "single";
   common_params(c, m, n, true, o.layers);

@@ -143,6 +143,7 @@ BenchCase cusolver_case(const TorBenchOptions& o, const std::string& name,
   const std::int64_t n = ao::measurement_count(system), m = ao::truth_count(system);
   BenchCase c = base_case(name, n, m, true, o.layers);
   c.implementation = "cusolver";
+  c.params["warmup"] = static_cast<std::int64_t>(o.warmup);
   c.method = "spotrf + spotrs";
   c.precision = "single";
   c.params["layout"] = std::string("dense");

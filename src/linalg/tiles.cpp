@@ -81,6 +81,20 @@ TileMatrix::TileMatrix(TileLayout layout_in, DType dtype, Memory memory)
 
 namespace {
 
+#if HALFSCOPE_WITH_CUDA
+int current_device() {
+  int d = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+int device_of(const void* p) {
+  cudaPointerAttributes where{};
+  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p));
+  return where.device;
+}
+#endif
+
 // Calls f(storage offset, i, j) for every stored element, tile column by tile column in parallel.
 template <class F>
 void for_each_stored(const TileLayout& layout, F&& f) {
@@ -124,11 +138,8 @@ void dense_to_tiles(const TileLayout& layout, const T* dense, T* tiles) {
 Array TileMatrix::to_dense(Memory memory, UpperTriangle upper) const {
 #if HALFSCOPE_WITH_CUDA
   if (storage.on_device() && memory == Memory::device &&
-      layout.tile_size() <= detail::kMaxDeviceRelayoutTile) {
-    const cuda::DeviceGuard restore;
-    cudaPointerAttributes where{};
-    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, storage.data()));
-    HS_CUDA_CHECK(cudaSetDevice(where.device));  // the dense copy goes where the tiles are
+      layout.tile_size() <= detail::kMaxDeviceRelayoutTile &&
+      device_of(storage.data()) == current_device()) {
     Array dense(storage.dtype(), {layout.rows(), layout.cols()}, Memory::device);
     const cuda::Stream stream;
     detail::tiles_to_dense_cuda(*this, dense, upper, stream.get());
@@ -158,13 +169,12 @@ TileMatrix TileMatrix::from_dense(const Array& dense, std::int64_t nb, TileFill 
   if (dense.ndim() != 2)
     throw InvalidInput("TileMatrix::from_dense: expected a 2-D matrix, found " + dense.describe());
 #if HALFSCOPE_WITH_CUDA
+  // Device storage is allocated on the current device (Array): a matrix there is tiled there;
+  // one on another device goes through the host as before.
   if (dense.on_device() && memory == Memory::device && dense.is_c_contiguous() &&
       (dense.dtype() == DType::f32 || dense.dtype() == DType::f64) &&
-      (dtype == DType::f32 || dtype == DType::f64) && nb <= detail::kMaxDeviceRelayoutTile) {
-    const cuda::DeviceGuard restore;
-    cudaPointerAttributes where{};
-    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, dense.data()));
-    HS_CUDA_CHECK(cudaSetDevice(where.device));  // the tiles go where the matrix is
+      (dtype == DType::f32 || dtype == DType::f64) && nb <= detail::kMaxDeviceRelayoutTile &&
+      device_of(dense.data()) == current_device()) {
     TileMatrix out(TileLayout(dense.dim(0), dense.dim(1), nb, fill), dtype, Memory::device);
     const cuda::Stream stream;
     detail::dense_to_tiles_cuda(dense, out, stream.get());
@@ -180,6 +190,24 @@ TileMatrix TileMatrix::from_dense(const Array& dense, std::int64_t nb, TileFill 
     dense_to_tiles(out.layout, source.data_as<float>(), out.storage.data_as<float>());
   if (memory != Memory::host) out.storage = out.storage.to(memory);
   return out;
+}
+
+Memory dense_copy_memory(const TileMatrix& tiles, const Array& like) {
+#if HALFSCOPE_WITH_CUDA
+  if (!tiles.storage.on_device() || !like.on_device()) return Memory::host;
+  const int device = device_of(tiles.storage.data());
+  if (device != device_of(like.data()) || device != current_device()) return Memory::host;
+  std::size_t free = 0, total = 0;
+  HS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  const double bytes = static_cast<double>(tiles.layout.rows()) *
+                       static_cast<double>(tiles.layout.cols()) *
+                       static_cast<double>(dtype_size(tiles.dtype()));
+  return bytes <= 0.95 * static_cast<double>(free) ? Memory::device : Memory::host;
+#else
+  (void)tiles;
+  (void)like;
+  return Memory::host;
+#endif
 }
 
 }  // namespace halfscope::linalg

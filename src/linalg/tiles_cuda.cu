@@ -11,6 +11,7 @@
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
+#include "linalg/tile_cuda.hpp"  // after_legacy_stream
 
 namespace halfscope::linalg::detail {
 
@@ -136,6 +137,7 @@ void launch_to_tiles(const Array& dense, TileMatrix& out, const TileList& t, cud
 }  // namespace
 
 void dense_to_tiles_cuda(const Array& dense, TileMatrix& out, cudaStream_t stream) {
+  after_legacy_stream(stream);  // the matrix may have been written on the legacy stream
   const TileList t(out.layout, stream);
   if (t.count == 0) return;
   const bool src64 = dense.dtype() == DType::f64, dst64 = out.dtype() == DType::f64;
@@ -152,6 +154,7 @@ void dense_to_tiles_cuda(const Array& dense, TileMatrix& out, cudaStream_t strea
 
 void tiles_to_dense_cuda(const TileMatrix& tiles, Array& dense, UpperTriangle upper,
                          cudaStream_t stream) {
+  after_legacy_stream(stream);  // the tiles may have been written on the legacy stream
   const TileLayout& l = tiles.layout;
   const bool lower = l.fill() == TileFill::lower;
   // A zero upper triangle: clear everything, then write the lower triangle.

@@ -13,6 +13,7 @@
 #include "mfilter/backends.hpp"
 #include "mfilter/kernels/baseline_tuning.hpp"
 #include "mfilter/kernels/detect.cuh"
+#include "mfilter/pinned_pool.hpp"
 
 namespace halfscope::mfilter {
 
@@ -107,7 +108,7 @@ CandidateSearch::CandidateSearch(cudaStream_t stream) : s_(std::make_unique<Stat
   s_->count = Buffer::allocate(sizeof(unsigned long long), Memory::device);
   s_->out = Buffer::allocate(s_->capacity * static_cast<std::int64_t>(sizeof(kernels::Candidate)),
                              Memory::device);
-  s_->box = Buffer::allocate(sizeof(unsigned long long), Memory::pinned);
+  s_->box = acquire_pinned(sizeof(unsigned long long));  // cached across calls
 }
 
 CandidateSearch::~CandidateSearch() {

@@ -169,9 +169,11 @@ class ResidentData {
     if (p.data_on_device || p.data.dtype() != DType::f32) return;
     const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
     const std::int64_t rows_per_template = p.dims.network_sum ? 1 : p.dims.channels;
-    const std::int64_t n_corr = whole_stack ? p.dims.n_corr : 0;
-    // Per device: one copy of the data; per group on it: its whole stack (or none: its chunks'
-    // stacks come out of the free memory left) and its window statistics (about twice the data).
+    // A chunked search holds two chunks' stacks (one, when the row fits one chunk).
+    const std::int64_t n_corr =
+        whole_stack ? p.dims.n_corr : std::min(p.dims.n_corr, 2 * detect_chunk_correlations());
+    // Per device: one copy of the data; per group on it: its stack (whole, or its chunks') and
+    // its window statistics (about twice the data).
     std::vector<std::pair<int, std::int64_t>> need;
     for (std::size_t g = 0; g < ranges.size(); ++g) {
       const std::int64_t bytes =

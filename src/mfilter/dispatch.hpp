@@ -76,6 +76,8 @@ std::pair<std::int64_t, std::int64_t> contributing_moveout_range(const Prepared&
 /// that needs no whole row): the stack is searched chunk by chunk and never held whole (0: the
 /// default, kDetectChunkCorrelations), so tests can reach several chunks on small inputs.
 void set_detect_chunk_for_testing(std::int64_t max_corr);
+/// The correlation times per chunk of such a detection (the forced count, else the default).
+std::int64_t detect_chunk_correlations();
 /// Forces at most `max_corr` correlation times per GPU time chunk (0: size chunks from free
 /// device memory, the default), so tests can exercise the streaming on small inputs.
 void set_chunk_correlations_for_testing(std::int64_t max_corr);

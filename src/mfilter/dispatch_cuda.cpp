@@ -316,6 +316,11 @@ void set_detect_chunk_for_testing(std::int64_t max_corr) {
   g_detect_chunk_override.store(max_corr);
 }
 
+std::int64_t detect_chunk_correlations() {
+  const std::int64_t forced = g_detect_chunk_override.load();
+  return forced > 0 ? forced : kDetectChunkCorrelations;
+}
+
 // Leaving channels out changes no result: a window inside a chunk is inside the whole data
 // (chunking.hpp), so an excluded channel stays outside. Moveouts were clamped to +-(L + 1) by
 // prepare.
@@ -385,8 +390,7 @@ class ChunkSearch {
         thr_(static_cast<std::size_t>(templates), o.threshold),
         thr_dev_(Buffer::allocate(std::max<std::int64_t>(templates, 1) * 8, Memory::device)),
         search_(s) {
-    // Absolute thresholds are the same for every chunk: uploaded once, before any chunk's work
-    // (a pageable copy queued behind kernels could wait for them).
+    // Absolute thresholds are the same for every chunk: uploaded once.
     if (o.type != ThresholdType::Mad) upload_thresholds();
   }
 
@@ -426,10 +430,12 @@ class ChunkSearch {
   }
 
  private:
+  // A synchronous copy: done before the search is queued, and not queued behind the slot's
+  // kernels (the slot streams do not block on the legacy stream), so the host never waits for a
+  // chunk here; `thr_` may then change for the next chunk.
   void upload_thresholds() {
-    HS_CUDA_CHECK(cudaMemcpyAsync(thr_dev_->data(), thr_.data(), thr_.size() * 8,
-                                  cudaMemcpyHostToDevice, stream_));
-    HS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `thr_` may change for the next chunk
+    HS_CUDA_CHECK(
+        cudaMemcpy(thr_dev_->data(), thr_.data(), thr_.size() * 8, cudaMemcpyHostToDevice));
   }
 
   DetectOptions o_;
@@ -470,9 +476,7 @@ std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
   // is taken over each chunk's stack, its halo included: over the whole row when one chunk holds
   // all the data, the default whenever it fits in device memory (the chunks are of equal size,
   // docs/mfilter.md). Each slot's search is collected before the slot takes its next chunk.
-  const std::int64_t forced = g_detect_chunk_override.load();
-  const std::int64_t cap =
-      o.type == ThresholdType::Absolute ? (forced > 0 ? forced : kDetectChunkCorrelations) : 0;
+  const std::int64_t cap = o.type == ThresholdType::Absolute ? detect_chunk_correlations() : 0;
   for_each_chunk(
       p, nullptr, true, cap,
       [&](const TimeChunk& ch, const float* out, cudaStream_t s, float*,

@@ -75,14 +75,21 @@ struct TileMatrix {
   [[nodiscard]] DType dtype() const noexcept { return storage.dtype(); }
   /// Dense copy (rows x cols, C order, same dtype) in `memory`. A lower layout gets its upper
   /// triangle as `upper` says: mirrored from the lower one (the whole symmetric matrix) or zero.
-  /// Device storage copied to device memory is re-laid out on the device.
+  /// Storage on the current device copied to device memory is re-laid out on the device.
   [[nodiscard]] Array to_dense(Memory memory = Memory::host,
                                UpperTriangle upper = UpperTriangle::mirror) const;
   /// Tiles a dense 2-D array (any floating dtype, host or device) into float32 / float64 storage in
   /// `memory`; a lower layout takes the lower triangle (the upper half of diagonal tiles mirrored).
-  /// A float32 / float64 device array tiled into device memory never leaves the device.
+  /// A C-contiguous float32 / float64 array on the current device tiled into device memory never
+  /// leaves the device.
   [[nodiscard]] static TileMatrix from_dense(const Array& dense, std::int64_t nb, TileFill fill,
                                              DType dtype, Memory memory = Memory::host);
 };
+
+/// Where a dense copy of `tiles` should go to come back beside the device array `like`:
+/// Memory::device when both are on the current device and its free memory holds the copy (5 %
+/// to spare: the tiles are still alive beside it), else Memory::host, from where the caller moves
+/// it once the tiles are gone (the peak of the host route is lower).
+[[nodiscard]] Memory dense_copy_memory(const TileMatrix& tiles, const Array& like);
 
 }  // namespace halfscope::linalg

@@ -430,12 +430,16 @@ class ChunkSearch {
   }
 
  private:
-  // A synchronous copy: done before the search is queued, and not queued behind the slot's
-  // kernels (the slot streams do not block on the legacy stream), so the host never waits for a
-  // chunk here; `thr_` may then change for the next chunk.
+  // A copy on the legacy stream, not queued behind the slot's kernels (the slot streams do not
+  // block on it), so the host never waits for a chunk here. A pageable cudaMemcpy returns once
+  // `thr_` is staged (it may change for the next chunk) but its DMA can still run: the slot's
+  // stream waits for the legacy stream before its search reads the thresholds.
   void upload_thresholds() {
     HS_CUDA_CHECK(
         cudaMemcpy(thr_dev_->data(), thr_.data(), thr_.size() * 8, cudaMemcpyHostToDevice));
+    const cuda::Event uploaded;
+    uploaded.record(cudaStreamLegacy);
+    HS_CUDA_CHECK(cudaStreamWaitEvent(stream_, uploaded.get(), 0));
   }
 
   DetectOptions o_;

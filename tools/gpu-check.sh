@@ -19,6 +19,7 @@
 #                                the same machine; covariance-summary.txt, their tables
 #   <date>-<gpu>-cholesky.json   tile Cholesky per policy vs cuSOLVER spotrf / dpotrf, and
 #   <date>-<gpu>-cholesky-out-of-core.json  the factorization out of core within a device budget
+#   <date>-<gpu>-panel-trsm.json the panel solve's alternatives (bench/peers/panel_trsm_bench.py)
 #   <date>-<gpu>-tor.json        the reconstructor per policy (HALFSCOPE_BENCH_CHOL=full|quick|
 #                                off, default full); cholesky-summary.txt, their tables
 #   <date>-<gpu>-deconv.json     Tikhonov deconvolution per solver x precision at 37 and 16 dB
@@ -309,7 +310,9 @@ if [ -x "$cli" ]; then
       step "bench cholesky out of core" "$log" sh -c '"$0" bench cholesky --device cuda \
         --sizes "$1" --device-memory "$2" --policies "uniform:SP;band:SP=1,HP1=rest" \
         --repeats 3 --no-cusolver --json "$3-cholesky-out-of-core.json" >> "$4"' "$cli" \
-        "$ooc_size" "$ooc_budget" "$chol_json" "$results/cholesky-summary.txt"; then
+        "$ooc_size" "$ooc_budget" "$chol_json" "$results/cholesky-summary.txt" &&
+      step "panel trsm peers" "$log" sh -c 'python3 "$0" --json "$1-panel-trsm.json" >> "$2"' \
+        "$repo/bench/peers/panel_trsm_bench.py" "$chol_json" "$results/cholesky-summary.txt"; then
       tee -a "$summary" < "$results/cholesky-summary.txt"
     else
       other_failed=1

@@ -54,9 +54,19 @@ void throw_library_error(const char* library, int code, const char* expr, const 
                   std::to_string(code) + ")" + text + where(expr, file, line));
 }
 
-DeviceGuard::DeviceGuard() {
-  HS_CUDA_CHECK(cudaGetDevice(&previous_));
+int current_device() {
+  int device = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
 }
+
+int device_of(const void* p) {
+  cudaPointerAttributes where{};
+  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p));
+  return where.device;
+}
+
+DeviceGuard::DeviceGuard() : previous_(current_device()) {}
 
 DeviceGuard::~DeviceGuard() {
   if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();

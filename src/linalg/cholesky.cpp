@@ -104,10 +104,9 @@ void add_device_traffic(const TileMatrix& a, const std::vector<int>& devices,
     report.device_to_host_bytes += bytes;
     return;
   }
-  cudaPointerAttributes where{};
-  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, a.storage.data()));
   const auto home = static_cast<std::int64_t>(
-      std::find(devices.begin(), devices.begin() + g, where.device) - devices.begin());
+      std::find(devices.begin(), devices.begin() + g, cuda::device_of(a.storage.data())) -
+      devices.begin());
   if (home == g) {
     report.device_to_device_bytes += 2 * bytes;
     return;

@@ -151,11 +151,10 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
   // wait for it once. Its device, when listed, works in place ("home").
   int home = -1;
   if (a.storage.on_device()) {
-    cudaPointerAttributes where{};
-    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, a.storage.data()));
-    HS_CUDA_CHECK(cudaSetDevice(where.device));
+    const int where = cuda::device_of(a.storage.data());
+    HS_CUDA_CHECK(cudaSetDevice(where));
     HS_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto it = std::find(devices.begin(), devices.end(), where.device);
+    const auto it = std::find(devices.begin(), devices.end(), where);
     if (it != devices.end()) home = static_cast<int>(it - devices.begin());
   }
   // Peer access where the devices allow it (else cudaMemcpyPeerAsync stages through the host).

@@ -105,13 +105,10 @@ std::int64_t in_core_device_bytes(const TileLayout& l, const std::vector<GemmVar
 }
 
 std::int64_t device_budget(int device, std::int64_t requested) {
-  int previous = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&previous));
+  const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
   std::size_t free = 0, total = 0;
-  const cudaError_t err = cudaMemGetInfo(&free, &total);
-  HS_CUDA_CHECK(cudaSetDevice(previous));
-  HS_CUDA_CHECK(err);
+  HS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const auto usable = static_cast<std::int64_t>(static_cast<double>(free) * 0.95);
   return requested > 0 ? std::min(requested, usable) : usable;
 }

@@ -25,12 +25,6 @@ namespace halfscope::linalg::detail {
 
 namespace {
 
-int device_of(const void* p) {
-  cudaPointerAttributes where{};
-  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p));
-  return where.device;
-}
-
 void enable_peer_access(int device, int peer) {
   int can = 0;
   HS_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer));
@@ -48,11 +42,11 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
                         const std::vector<int>& devices) {
   if (!l.storage.on_device() || !b.on_device())
     throw InvalidInput("solve_right: devices: the factor and b must be in device memory");
-  const int home = device_of(l.storage.data());
-  if (device_of(b.data()) != home)
+  const int home = cuda::device_of(l.storage.data());
+  if (cuda::device_of(b.data()) != home)
     throw InvalidInput("solve_right: devices: b must be on the factor's device " +
                        std::to_string(home) + ", found device " +
-                       std::to_string(device_of(b.data())));
+                       std::to_string(cuda::device_of(b.data())));
   int count = 0;
   HS_CUDA_CHECK(cudaGetDeviceCount(&count));
   for (const int d : devices)

@@ -81,20 +81,6 @@ TileMatrix::TileMatrix(TileLayout layout_in, DType dtype, Memory memory)
 
 namespace {
 
-#if HALFSCOPE_WITH_CUDA
-int current_device() {
-  int d = 0;
-  HS_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
-
-int device_of(const void* p) {
-  cudaPointerAttributes where{};
-  HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p));
-  return where.device;
-}
-#endif
-
 // Calls f(storage offset, i, j) for every stored element, tile column by tile column in parallel.
 template <class F>
 void for_each_stored(const TileLayout& layout, F&& f) {
@@ -139,7 +125,7 @@ Array TileMatrix::to_dense(Memory memory, UpperTriangle upper) const {
 #if HALFSCOPE_WITH_CUDA
   if (storage.on_device() && memory == Memory::device &&
       layout.tile_size() <= detail::kMaxDeviceRelayoutTile &&
-      device_of(storage.data()) == current_device()) {
+      cuda::device_of(storage.data()) == cuda::current_device()) {
     Array dense(storage.dtype(), {layout.rows(), layout.cols()}, Memory::device);
     const cuda::Stream stream;
     detail::tiles_to_dense_cuda(*this, dense, upper, stream.get());
@@ -174,7 +160,7 @@ TileMatrix TileMatrix::from_dense(const Array& dense, std::int64_t nb, TileFill 
   if (dense.on_device() && memory == Memory::device && dense.is_c_contiguous() &&
       (dense.dtype() == DType::f32 || dense.dtype() == DType::f64) &&
       (dtype == DType::f32 || dtype == DType::f64) && nb <= detail::kMaxDeviceRelayoutTile &&
-      device_of(dense.data()) == current_device()) {
+      cuda::device_of(dense.data()) == cuda::current_device()) {
     TileMatrix out(TileLayout(dense.dim(0), dense.dim(1), nb, fill), dtype, Memory::device);
     const cuda::Stream stream;
     detail::dense_to_tiles_cuda(dense, out, stream.get());
@@ -195,8 +181,9 @@ TileMatrix TileMatrix::from_dense(const Array& dense, std::int64_t nb, TileFill 
 Memory dense_copy_memory(const TileMatrix& tiles, const Array& like) {
 #if HALFSCOPE_WITH_CUDA
   if (!tiles.storage.on_device() || !like.on_device()) return Memory::host;
-  const int device = device_of(tiles.storage.data());
-  if (device != device_of(like.data()) || device != current_device()) return Memory::host;
+  const int device = cuda::device_of(tiles.storage.data());
+  if (device != cuda::device_of(like.data()) || device != cuda::current_device())
+    return Memory::host;
   std::size_t free = 0, total = 0;
   HS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const double bytes = static_cast<double>(tiles.layout.rows()) *

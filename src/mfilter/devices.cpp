@@ -74,14 +74,11 @@ void validate_devices(const std::vector<int>& devices, const Prepared& p) {
                          std::to_string(count - 1) + ")");
   if (p.data_on_device) {
     // Device data stay where they are: only their own device may run the call.
-    cudaPointerAttributes where{};
-    HS_CUDA_CHECK(cudaPointerGetAttributes(&where, p.data.data()));
-    const bool own =
-        std::all_of(devices.begin(), devices.end(), [&](int d) { return d == where.device; });
+    const int where = cuda::device_of(p.data.data());
+    const bool own = std::all_of(devices.begin(), devices.end(), [&](int d) { return d == where; });
     if (!own)
       throw InvalidInput("matched_filter: devices: the data are on CUDA device " +
-                         std::to_string(where.device) +
-                         "; spreading over other devices needs host data");
+                         std::to_string(where) + "; spreading over other devices needs host data");
   }
 #else
   throw Unsupported("matched_filter: devices were given but halfscope was built without CUDA");

@@ -47,6 +47,11 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+/// The calling thread's current device.
+int current_device();
+/// The device that holds device memory `p` (cudaPointerGetAttributes).
+int device_of(const void* p);
+
 /// Restores the calling thread's current device when it leaves scope (also on an exception): for
 /// code that moves between the devices of a host.
 class DeviceGuard {

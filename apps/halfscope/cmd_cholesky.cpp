@@ -67,12 +67,7 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     tiles[std::string(linalg::gemm_variant_name(v))] = r.count(v);
   j["tiles"] = tiles;
-  j["attempts"] = r.attempts;
-  j["workspace_bytes"] = r.workspace_bytes;
-  j["out_of_core_slabs"] = r.out_of_core_slabs;
-  j["host_to_device_bytes"] = r.host_to_device_bytes;
-  j["device_to_host_bytes"] = r.device_to_host_bytes;
-  j["device_to_device_bytes"] = r.device_to_device_bytes;
+  r.for_each_count([&](const char* name, std::int64_t value) { j[name] = value; });
   j["recoveries"] = r.recoveries;
   j["factor_ms"] = ms;
   j["backward_error"] = e ? nlohmann::json(e->relative) : nlohmann::json(nullptr);

@@ -35,13 +35,8 @@ inline nb::dict cholesky_report(const linalg::CholeskyReport& r) {
   nb::dict d;
   d["policy"] = r.policy;
   d["tiles"] = tile_counts(r.tiles);
-  d["attempts"] = r.attempts;
+  r.for_each_count([&](const char* name, std::int64_t value) { d[name] = value; });
   d["recoveries"] = r.recoveries;
-  d["workspace_bytes"] = r.workspace_bytes;
-  d["out_of_core_slabs"] = r.out_of_core_slabs;
-  d["host_to_device_bytes"] = r.host_to_device_bytes;
-  d["device_to_host_bytes"] = r.device_to_host_bytes;
-  d["device_to_device_bytes"] = r.device_to_device_bytes;
   return d;
 }
 

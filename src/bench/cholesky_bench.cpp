@@ -98,11 +98,9 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
   options.policy = linalg::parse_policy(text);
   options.devices = o.devices;
   if (out_of_core) {
-    int current = 0;
 #if HALFSCOPE_WITH_CUDA
-    HS_CUDA_CHECK(cudaGetDevice(&current));
+    if (options.devices.empty()) options.devices = {cuda::current_device()};
 #endif
-    if (options.devices.empty()) options.devices = {current};
     options.device_memory = o.device_memory;
     c.params["device_memory"] = o.device_memory;
     c.params["input"] = std::string("pinned host memory");
@@ -156,12 +154,7 @@ BenchCase policy_case(const CholBenchOptions& o, const BenchMatrix& m, const std
   c.TFLOPs = tflops(std::pow(static_cast<double>(n), 3) / 3.0, c.stats.median_ms);
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     c.params["tiles_" + std::string(linalg::gemm_variant_name(v))] = report.count(v);
-  c.params["attempts"] = report.attempts;
-  c.params["workspace_bytes"] = report.workspace_bytes;
-  c.params["out_of_core_slabs"] = report.out_of_core_slabs;
-  c.params["host_to_device_bytes"] = report.host_to_device_bytes;
-  c.params["device_to_host_bytes"] = report.device_to_host_bytes;
-  c.params["device_to_device_bytes"] = report.device_to_device_bytes;
+  report.for_each_count([&](const char* name, std::int64_t value) { c.params[name] = value; });
   if (out_of_core) {
     // Where the time beyond the in-core run goes: the link's average use, and the input checks
     // the call makes on the host (norms and finiteness of every tile), timed once here alone.

@@ -75,6 +75,18 @@ struct CholeskyReport {
   [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {
     return tiles[static_cast<std::size_t>(v)];
   }
+
+  /// Calls f(name, value) for each count above (attempts, scratch, slabs, bytes moved), under
+  /// the names the CLI's --report, the Python report and the benchmarks' params give them.
+  template <class F>
+  void for_each_count(F&& f) const {
+    f("attempts", attempts);
+    f("workspace_bytes", workspace_bytes);
+    f("out_of_core_slabs", out_of_core_slabs);
+    f("host_to_device_bytes", host_to_device_bytes);
+    f("device_to_host_bytes", device_to_host_bytes);
+    f("device_to_device_bytes", device_to_device_bytes);
+  }
 };
 
 /// Factors the symmetric positive definite matrix held in `a` (a lower, float32 TileMatrix, in

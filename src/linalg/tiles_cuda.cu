@@ -26,11 +26,13 @@ struct TileDesc {
   int h, w;          // its height (leading dimension) and width
 };
 
-// Piece p of a tile of `pieces_per_col` pieces per tile column: its first row and column.
-__device__ inline void piece_origin(const TileDesc& d, int pieces_per_col, int& r0, int& c0) {
+// This block's piece (blockIdx.y) of tile `d`, with `pieces_per_col` pieces per tile column:
+// its first row and column; false for a piece a smaller last tile does not have.
+__device__ inline bool piece_origin(const TileDesc& d, int pieces_per_col, int& r0, int& c0) {
   const int p = static_cast<int>(blockIdx.y);
   r0 = (p % pieces_per_col) * kPiece;
   c0 = (p / pieces_per_col) * kPiece;
+  return r0 < d.h && c0 < d.w;
 }
 
 template <class Src, class Dst>
@@ -41,8 +43,7 @@ __global__ void __launch_bounds__(kPiece* kRows)
   __shared__ Dst s[kPiece][kPiece + 1];
   const TileDesc d = tiles[blockIdx.x];
   int r0 = 0, c0 = 0;
-  piece_origin(d, pieces_per_col, r0, c0);
-  if (r0 >= d.h || c0 >= d.w) return;
+  if (!piece_origin(d, pieces_per_col, r0, c0)) return;
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   // Read along the dense rows: s[r][c] = A(i0 + r, j0 + c), the lower triangle only.
   for (int k = ty; k < kPiece; k += kRows) {
@@ -69,8 +70,7 @@ __global__ void __launch_bounds__(kPiece* kRows)
   __shared__ T s[kPiece][kPiece + 1];
   const TileDesc d = tiles[blockIdx.x];
   int r0 = 0, c0 = 0;
-  piece_origin(d, pieces_per_col, r0, c0);
-  if (r0 >= d.h || c0 >= d.w) return;
+  if (!piece_origin(d, pieces_per_col, r0, c0)) return;
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   // Read along the tile's columns; the mirror A(j, i) = A(i, j) is a dense row along i, so it is
   // written from here, coalesced too.

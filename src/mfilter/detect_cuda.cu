@@ -168,15 +168,11 @@ std::vector<Detection> CandidateSearch::collect() {
 std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t templates,
                                              std::int64_t n_corr, const double* thresholds,
                                              std::int64_t min_separation, cudaStream_t stream) {
-  check_stack(templates, n_corr, "stack_candidates_cuda");
-  if (min_separation < 0)
-    throw InvalidInput("stack_candidates_cuda: expected min_separation >= 0, found " +
-                       std::to_string(min_separation));
-  if (templates == 0) return {};
   CandidateSearch search(stream);
-  search.launch(stack, templates, n_corr, thresholds, min_separation);
+  search.launch(stack, templates, n_corr, thresholds, min_separation);  // checks the arguments
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<Detection> result = search.collect();
+  if (result.empty()) return result;
   std::vector<double> thr(static_cast<std::size_t>(templates));
   HS_CUDA_CHECK(cudaMemcpyAsync(thr.data(), thresholds, thr.size() * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream));

@@ -84,32 +84,45 @@ mftest::Case boundary_case(std::vector<mftest::PlantedEvent>& events) {
   return mftest::rounded_to_float(c);
 }
 
+// The boundary case searched in split precision with an absolute threshold. Unit-energy
+// wavelets, noise 0.05 per sample: an event's per-channel CC is about
+// 1 / sqrt(1 + 64 * 0.05^2) = 0.93, its stack ~2.7 (~2.2 one correlation time off the peak); on
+// noise alone the stack's standard deviation is sqrt(3 / K) = 0.22, so 1.5 is ~7 sigma. Every
+// local maximum is kept (min_separation 0): an edge artefact cannot hide.
+struct AbsoluteSearch {
+  std::vector<mftest::PlantedEvent> events;
+  mftest::Case c = boundary_case(events);
+  Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  Array x = mftest::to_array(c.data, {c.C, c.L});
+  MfOptions o;
+  DetectOptions det;
+  double bound = mftest::stack_error_bound(
+      c, mftest::method_error_bound(MfMethod::Tensor, Precision::Split, c, MfNormalize::Short));
+
+  AbsoluteSearch() {
+    o.device = DeviceKind::Cuda;
+    o.precision = Precision::Split;
+    det.type = ThresholdType::Absolute;
+    det.threshold = 1.5;
+    det.min_separation = 0;
+  }
+  [[nodiscard]] std::vector<Detection> run(const Array& data) const {
+    return matched_filter_detect(t, data, o, mftest::network_of(c), det);
+  }
+};
+
 TEST(GpuDetectChunks, ChunkedSearchEqualsTheWholeOneWithAnAbsoluteThreshold) {
   HS_REQUIRE_GPU();
-  std::vector<mftest::PlantedEvent> events;
-  const mftest::Case c = boundary_case(events);
-  const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
-  const Array x = mftest::to_array(c.data, {c.C, c.L});
+  const AbsoluteSearch a;
+  const mftest::Case& c = a.c;
   const std::int64_t n = c.L - c.K + 1;
   ASSERT_EQ(mfilter::plan_time_chunks(c.L, c.K, 1, n, 0, 30, 5000, 1)[1].own_begin(), 4985);
-  MfOptions o;
-  o.device = DeviceKind::Cuda;
-  o.precision = Precision::Split;
-  DetectOptions det;
-  det.type = ThresholdType::Absolute;
-  // Unit-energy wavelets, noise 0.05 per sample: an event's per-channel CC is about
-  // 1 / sqrt(1 + 64 * 0.05^2) = 0.93, its stack ~2.7 (~2.2 one correlation time off the peak);
-  // on noise alone the stack's standard deviation is sqrt(3 / K) = 0.22, so 1.5 is ~7 sigma.
-  det.threshold = 1.5;
-  det.min_separation = 0;  // every local maximum is kept: an edge artefact cannot hide
-  const double bound = mftest::stack_error_bound(
-      c, mftest::method_error_bound(MfMethod::Tensor, Precision::Split, c, MfNormalize::Short));
   std::vector<Detection> whole;
   {
     const ForcedChunks one(0);
-    whole = matched_filter_detect(t, x, o, mftest::network_of(c), det);
+    whole = a.run(a.x);
   }
-  for (const auto& e : events) {
+  for (const auto& e : a.events) {
     if (e.sample >= 15500 - c.K - 30) continue;  // inside the zero-filled gap
     EXPECT_TRUE(std::any_of(
         whole.begin(), whole.end(),
@@ -121,13 +134,13 @@ TEST(GpuDetectChunks, ChunkedSearchEqualsTheWholeOneWithAnAbsoluteThreshold) {
   for (std::int64_t forced :
        {std::int64_t{5000}, std::int64_t{6645}, std::int64_t{997}, std::int64_t{37}}) {
     const ForcedChunks chunks(forced);
-    const auto got = matched_filter_detect(t, x, o, mftest::network_of(c), det);
+    const auto got = a.run(a.x);
     ASSERT_EQ(got.size(), whole.size()) << "chunk " << forced;
     for (std::size_t j = 0; j < got.size(); ++j) {
       EXPECT_EQ(got[j].template_index, whole[j].template_index) << "chunk " << forced;
       EXPECT_EQ(got[j].correlation_index, whole[j].correlation_index) << "chunk " << forced;
       // The same windows computed in another chunk: equal within twice the method's bound.
-      EXPECT_NEAR(got[j].value, whole[j].value, 2 * bound) << "chunk " << forced;
+      EXPECT_NEAR(got[j].value, whole[j].value, 2 * a.bound) << "chunk " << forced;
       EXPECT_EQ(got[j].channels_used, whole[j].channels_used) << "chunk " << forced;
     }
   }
@@ -139,32 +152,19 @@ TEST(GpuDetectChunks, AbsoluteThresholdSearchesChunksOfHostAndDeviceData) {
   // here; 2^18 by default), and find what the whole search finds. Host and device data cut time
   // the same way, so their detections are equal bit for bit.
   HS_REQUIRE_GPU();
-  std::vector<mftest::PlantedEvent> events;
-  const mftest::Case c = boundary_case(events);
-  const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
-  const Array x = mftest::to_array(c.data, {c.C, c.L});
-  MfOptions o;
-  o.device = DeviceKind::Cuda;
-  o.precision = Precision::Split;
-  DetectOptions det;
-  det.type = ThresholdType::Absolute;
-  det.threshold = 1.5;  // ~7 sigma of the noise's stack (see above)
-  det.min_separation = 0;
-  const double bound = mftest::stack_error_bound(
-      c, mftest::method_error_bound(MfMethod::Tensor, Precision::Split, c, MfNormalize::Short));
-  const auto whole = matched_filter_detect(t, x, o, mftest::network_of(c), det);
+  const AbsoluteSearch a;
+  const auto whole = a.run(a.x);
   ASSERT_FALSE(whole.empty());
   for (const std::int64_t per : {std::int64_t{4985}, std::int64_t{1234}}) {
     const mftest::ForcedDetectChunks chunks(per);
-    const auto host = matched_filter_detect(t, x, o, mftest::network_of(c), det);
-    const auto device =
-        matched_filter_detect(t, x.to(Memory::device), o, mftest::network_of(c), det);
+    const auto host = a.run(a.x);
+    const auto device = a.run(a.x.to(Memory::device));
     ASSERT_EQ(host.size(), whole.size()) << per;
     ASSERT_EQ(device.size(), whole.size()) << per;
     for (std::size_t j = 0; j < whole.size(); ++j) {
       EXPECT_EQ(host[j].template_index, whole[j].template_index) << per;
       EXPECT_EQ(host[j].correlation_index, whole[j].correlation_index) << per;
-      EXPECT_NEAR(host[j].value, whole[j].value, 2 * bound) << per;
+      EXPECT_NEAR(host[j].value, whole[j].value, 2 * a.bound) << per;
       EXPECT_EQ(host[j].channels_used, whole[j].channels_used) << per;
       EXPECT_EQ(device[j].template_index, host[j].template_index) << per;
       EXPECT_EQ(device[j].correlation_index, host[j].correlation_index) << per;

@@ -10,6 +10,14 @@
 // GEMM per tile. HP2 / HP3 / DP, which round or widen C, run one tile at a time. One stream: each
 // step needs the previous one, and every GEMM spans all r right-hand sides. Overflow flags stay
 // on the device and are read once at the end.
+//
+// Spans of kSpan tile columns: an update with one tile column reads and writes all of B' below
+// (or above) it for 2 nb flops per element, which is memory-bound on an H100 (805 ms of E-ELT
+// solves against ~0.3 s of FP16 tensor work). Where every tile a span's columns (rows) apply to
+// B' outside the span has one low-precision variant per tile row, the span is solved within
+// itself tile by tile, then B' outside it is updated once with K = kSpan nb: the span's tiles of
+// each row packed side by side (forward) or stacked (backward), the span's solved blocks stacked.
+// Otherwise the span's columns run one by one as above.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +37,7 @@ namespace halfscope::linalg::detail {
 namespace {
 
 constexpr int kFormats = 5;
+constexpr std::int64_t kSpan = 4;  // tile columns per span
 
 struct Solver {
   const TileMatrix& l;
@@ -41,6 +50,8 @@ struct Solver {
   void* tiles[kFormats] = {};  // converted tiles of L (a panel, or a gathered tile row)
   void* block[kFormats] = {};  // converted solved block W_k / Z_k (nb x r, packed)
   void* c_scratch[kFormats] = {};
+  void* span_tiles[kFormats] = {};  // a span's tiles of L, packed per tile row (n x kSpan nb)
+  void* span_block[kFormats] = {};  // a span's solved blocks stacked (kSpan nb x r)
   FailureCode* flag = nullptr;
   // Skip/overflow tags of every step's panel conversions, built once per solve and uploaded in
   // one copy (Finding 9: a host table, an allocation and a pageable upload per step and format
@@ -51,6 +62,24 @@ struct Solver {
 
   [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
     return variants[static_cast<std::size_t>(i * nt + j)];
+  }
+  // The one variant of the tiles (i, k0 .. k1 - 1) (forward) or (k0 .. k1 - 1, i) (backward) if
+  // it is a non-rounding low-precision one, else SP (the span then runs column by column).
+  [[nodiscard]] GemmVariant span_variant(std::int64_t i, std::int64_t k0, std::int64_t k1,
+                                         bool forward) const {
+    const GemmVariant v = forward ? variant(i, k0) : variant(k0, i);
+    if (v != GemmVariant::HP1 && v != GemmVariant::BF16 && v != GemmVariant::TF32)
+      return GemmVariant::SP;
+    for (std::int64_t k = k0 + 1; k < k1; ++k)
+      if ((forward ? variant(i, k) : variant(k, i)) != v) return GemmVariant::SP;
+    return v;
+  }
+  // Whether span [k0, k1) updates B' outside itself with K = (k1 - k0) nb in this pass.
+  [[nodiscard]] bool span_fuses(std::int64_t k0, std::int64_t k1, bool forward) const {
+    if (forward ? k1 >= nt : k0 == 0) return false;
+    for (std::int64_t i = forward ? k1 : 0; i < (forward ? nt : k0); ++i)
+      if (span_variant(i, k0, k1, forward) == GemmVariant::SP) return false;
+    return true;
   }
   [[nodiscard]] const float* tile(std::int64_t i, std::int64_t j) const {
     return base + l.layout.tile_offset(i, j);
@@ -151,32 +180,33 @@ struct Solver {
     }
   }
 
-  void forward(std::int64_t k) const {
-    const float one = 1.0f;
+  // Step k of the forward pass: strsm of block k, then B'_i -= L_ik W_k for k < i < row_end.
+  void forward(std::int64_t k, std::int64_t row_end) const {
     const std::int64_t hk = height(k);
+    const float one = 1.0f;
     const PedanticMath strict(h);
     HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
                                 CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
                                 &one, tile(k, k), static_cast<int>(hk), b + k * nb,
                                 static_cast<int>(n)));
-    if (k + 1 >= nt) return;
+    if (k + 1 >= row_end) return;
     std::vector<bool> formats(kFormats, false);
-    for (std::int64_t i = k + 1; i < nt; ++i)
+    for (std::int64_t i = k + 1; i < row_end; ++i)
       formats[static_cast<std::size_t>(operand_format(variant(i, k)))] = true;
     convert_block(k, k, formats);
     for (int f = 1; f < kFormats; ++f) {
       if (!formats[static_cast<std::size_t>(f)]) continue;
       BlockSet set;
       set.base = base, set.first = l.layout.tile_offset(k + 1, k), set.stride = nb * nb;
-      set.count = nt - k - 1, set.rows = nb, set.last_rows = height(nt - 1), set.cols = nb;
-      set.dst_stride = nb * nb;
+      set.count = row_end - k - 1, set.rows = nb, set.last_rows = height(row_end - 1);
+      set.cols = nb, set.dst_stride = nb * nb;
       set.tags = dev_tags + forward_tags[static_cast<std::size_t>(k * kFormats + f)];
       convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
     }
-    for (std::int64_t i = k + 1; i < nt;) {
+    for (std::int64_t i = k + 1; i < row_end;) {
       std::int64_t end = i + 1;
       if (height(i) == nb)
-        while (end < nt && height(end) == nb && variant(end, k) == variant(i, k)) ++end;
+        while (end < row_end && height(end) == nb && variant(end, k) == variant(i, k)) ++end;
       const GemmVariant v = variant(i, k);
       const int f = static_cast<int>(operand_format(v));
       GemmBatch g;
@@ -191,28 +221,91 @@ struct Solver {
     }
   }
 
-  void backward(std::int64_t k, const std::int64_t* dev_offsets) const {
-    const float one = 1.0f;
+  // Solved block k (of step `step`) converted into rows (k - k0) nb of the span's stacked block
+  // in format f (leading dimension kk).
+  void convert_span_block(int f, std::int64_t k, std::int64_t k0, std::int64_t kk,
+                          std::int64_t step) const {
+    BlockSet set;
+    set.base = b + k * nb, set.count = 1, set.rows = height(k), set.last_rows = height(k);
+    set.cols = r, set.src_ld = n, set.dst_ld = kk;
+    set.tag_base = failure_code(step, FailureKind::operand, true, k, k);
+    const auto bytes = format_bytes(static_cast<OperandFormat>(f));
+    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)),
+                   static_cast<char*>(span_block[f]) + (k - k0) * nb * bytes, flag, s);
+  }
+
+  // Span [k0, k1) of the forward pass, solved within itself: B'_i -= [L_i,k0 .. L_i,k1-1]
+  // [W_k0; ..; W_k1-1] for i >= k1, tile row i's span tiles packed side by side (nb x K).
+  void forward_span(std::int64_t k0, std::int64_t k1) const {
+    const std::int64_t kk = (k1 - k0) * nb, rows = nt - k1, last = height(nt - 1);
+    std::vector<bool> formats(kFormats, false);
+    for (std::int64_t i = k1; i < nt; ++i)
+      formats[static_cast<std::size_t>(operand_format(span_variant(i, k0, k1, true)))] = true;
+    for (int f = 1; f < kFormats; ++f) {
+      if (!formats[static_cast<std::size_t>(f)]) continue;
+      const auto bytes = format_bytes(static_cast<OperandFormat>(f));
+      auto* dst = static_cast<char*>(span_tiles[f]);
+      for (std::int64_t k = k0; k < k1; ++k) {
+        convert_span_block(f, k, k0, kk, k);
+        // Full tile rows: tile (i, k) at column (k - k0) nb of row i's nb x K slot; a short last
+        // row (height `last`) is converted on its own so that its slot is last x K.
+        const bool short_last = last != nb;
+        BlockSet set;
+        set.base = base, set.first = l.layout.tile_offset(k1, k), set.stride = nb * nb;
+        set.count = rows - (short_last ? 1 : 0), set.rows = nb, set.last_rows = nb;
+        set.cols = nb, set.dst_stride = kk * nb;
+        set.tags =
+            dev_tags + forward_tags[static_cast<std::size_t>(k * kFormats + f)] + (k1 - k - 1);
+        const Rounding rounding = rounding_for(static_cast<OperandFormat>(f));
+        if (set.count > 0) convert_blocks(set, rounding, dst + (k - k0) * nb * nb * bytes, flag, s);
+        if (!short_last) continue;
+        set.first = l.layout.tile_offset(nt - 1, k), set.count = 1;
+        set.rows = last, set.last_rows = last, set.tags += rows - 1;
+        convert_blocks(set, rounding, dst + ((rows - 1) * kk * nb + (k - k0) * last * nb) * bytes,
+                       flag, s);
+      }
+    }
+    for (std::int64_t i = k1; i < nt;) {
+      const GemmVariant v = span_variant(i, k0, k1, true);
+      std::int64_t end = i + 1;
+      if (height(i) == nb)
+        while (end < nt && height(end) == nb && span_variant(end, k0, k1, true) == v) ++end;
+      const int f = static_cast<int>(operand_format(v));
+      GemmBatch g;
+      g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_N, g.m = height(i), g.n = r, g.k = kk;
+      g.a = static_cast<const char*>(span_tiles[f]) +
+            (i - k1) * kk * nb * format_bytes(static_cast<OperandFormat>(f));
+      g.lda = height(i), g.stride_a = kk * nb;
+      g.b = span_block[f], g.ldb = kk, g.stride_b = 0;
+      g.c = b + i * nb, g.ldc = n, g.stride_c = nb, g.batch = end - i;
+      gemm_batched(h, v, g);
+      i = end;
+    }
+  }
+
+  // Step k of the backward pass: strsm with L_kk^T, then W_i -= L_ki^T Z_k for row_begin <= i < k.
+  void backward(std::int64_t k, std::int64_t row_begin, const std::int64_t* dev_offsets) const {
     const std::int64_t hk = height(k), step = 2 * nt - 1 - k;  // after every forward step
+    const float one = 1.0f;
     const PedanticMath strict(h);
     HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
                                 CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
                                 &one, tile(k, k), static_cast<int>(hk), b + k * nb,
                                 static_cast<int>(n)));
-    if (k == 0) return;
+    if (k <= row_begin) return;
     std::vector<bool> formats(kFormats, false);
-    for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t i = row_begin; i < k; ++i)
       formats[static_cast<std::size_t>(operand_format(variant(k, i)))] = true;
     convert_block(k, step, formats);
     for (int f = 1; f < kFormats; ++f) {
       if (!formats[static_cast<std::size_t>(f)]) continue;
-      BlockSet set;  // the tiles (k, 0 .. k - 1), packed one after the other
-      set.base = base, set.offsets = dev_offsets + k * nt, set.count = k, set.rows = hk;
-      set.last_rows = hk, set.cols = nb, set.dst_stride = hk * nb,
-      set.tags = dev_tags + backward_tags[static_cast<std::size_t>(k * kFormats + f)];
+      BlockSet set;  // the tiles (k, row_begin .. k - 1), packed one after the other
+      set.base = base, set.offsets = dev_offsets + k * nt + row_begin, set.count = k - row_begin;
+      set.rows = hk, set.last_rows = hk, set.cols = nb, set.dst_stride = hk * nb,
+      set.tags = dev_tags + backward_tags[static_cast<std::size_t>(k * kFormats + f)] + row_begin;
       convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), tiles[f], flag, s);
     }
-    for (std::int64_t i = 0; i < k;) {
+    for (std::int64_t i = row_begin; i < k;) {
       const GemmVariant v = variant(k, i);
       const int f = static_cast<int>(operand_format(v));
       std::int64_t end = i + 1;
@@ -221,13 +314,66 @@ struct Solver {
         while (end < k && variant(k, end) == v) ++end;
       GemmBatch g;
       g.op_a = CUBLAS_OP_T, g.op_b = CUBLAS_OP_N, g.m = nb, g.n = r, g.k = hk;
-      g.a = f == 0 ? static_cast<const void*>(tile(k, i)) : at(f, i * hk * nb);
+      g.a = f == 0 ? static_cast<const void*>(tile(k, i)) : at(f, (i - row_begin) * hk * nb);
       g.lda = hk, g.stride_a = hk * nb;
       g.b = f == 0 ? static_cast<const void*>(b + k * nb) : block[f];
       g.ldb = f == 0 ? n : hk, g.stride_b = 0;
       g.c = b + i * nb, g.ldc = n, g.stride_c = nb, g.batch = end - i;
       run(v, g, step, i, k, true);
       i = end;
+    }
+  }
+
+  // Span [k0, k1) of the backward pass, solved within itself: W_i -= [L_k0,i; ..; L_k1-1,i]^T
+  // [Z_k0; ..; Z_k1-1] for i < k0, the span's tiles of tile column i stacked (K x nb, ld K).
+  void backward_span(std::int64_t k0, std::int64_t k1, const std::int64_t* dev_offsets) const {
+    const std::int64_t kk = std::min(k1 * nb, n) - k0 * nb;
+    std::vector<bool> formats(kFormats, false);
+    for (std::int64_t i = 0; i < k0; ++i)
+      formats[static_cast<std::size_t>(operand_format(span_variant(i, k0, k1, false)))] = true;
+    for (int f = 1; f < kFormats; ++f) {
+      if (!formats[static_cast<std::size_t>(f)]) continue;
+      const auto bytes = format_bytes(static_cast<OperandFormat>(f));
+      for (std::int64_t k = k0; k < k1; ++k) {
+        convert_span_block(f, k, k0, kk, 2 * nt - 1 - k);
+        BlockSet set;  // tiles (k, 0 .. k0 - 1) at rows (k - k0) nb of each column's K x nb slot
+        set.base = base, set.offsets = dev_offsets + k * nt, set.count = k0;
+        set.rows = height(k), set.last_rows = height(k), set.cols = nb;
+        set.dst_stride = kk * nb, set.dst_ld = kk;
+        set.tags = dev_tags + backward_tags[static_cast<std::size_t>(k * kFormats + f)];
+        convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)),
+                       static_cast<char*>(span_tiles[f]) + (k - k0) * nb * bytes, flag, s);
+      }
+    }
+    for (std::int64_t i = 0; i < k0;) {
+      const GemmVariant v = span_variant(i, k0, k1, false);
+      std::int64_t end = i + 1;
+      while (end < k0 && span_variant(end, k0, k1, false) == v) ++end;
+      const int f = static_cast<int>(operand_format(v));
+      GemmBatch g;
+      g.op_a = CUBLAS_OP_T, g.op_b = CUBLAS_OP_N, g.m = nb, g.n = r, g.k = kk;
+      g.a = static_cast<const char*>(span_tiles[f]) +
+            i * kk * nb * format_bytes(static_cast<OperandFormat>(f));
+      g.lda = kk, g.stride_a = kk * nb;
+      g.b = span_block[f], g.ldb = kk, g.stride_b = 0;
+      g.c = b + i * nb, g.ldc = n, g.stride_c = nb, g.batch = end - i;
+      gemm_batched(h, v, g);
+      i = end;
+    }
+  }
+
+  void solve(const std::int64_t* dev_offsets) const {
+    for (std::int64_t k0 = 0; k0 < nt; k0 += kSpan) {
+      const std::int64_t k1 = std::min(k0 + kSpan, nt);
+      const bool fused = span_fuses(k0, k1, true);
+      for (std::int64_t k = k0; k < k1; ++k) forward(k, fused ? k1 : nt);
+      if (fused) forward_span(k0, k1);
+    }
+    for (std::int64_t k0 = (nt - 1) / kSpan * kSpan; k0 >= 0; k0 -= kSpan) {
+      const std::int64_t k1 = std::min(k0 + kSpan, nt);
+      const bool fused = span_fuses(k0, k1, false);
+      for (std::int64_t k = k1 - 1; k >= k0; --k) backward(k, fused ? k0 : 0, dev_offsets);
+      if (fused) backward_span(k0, k1, dev_offsets);
     }
   }
 };
@@ -274,6 +420,21 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
     sv.tiles[f] = take(sv.n * sv.nb * bytes);
     sv.block[f] = take(sv.nb * sv.r * bytes);
   }
+  bool span_used[kFormats] = {};
+  for (std::int64_t k0 = 0; k0 < sv.nt; k0 += kSpan)
+    for (const bool forward : {true, false}) {
+      const std::int64_t k1 = std::min(k0 + kSpan, sv.nt);
+      if (!sv.span_fuses(k0, k1, forward)) continue;
+      for (std::int64_t i = forward ? k1 : 0; i < (forward ? sv.nt : k0); ++i)
+        span_used[static_cast<int>(operand_format(sv.span_variant(i, k0, k1, forward)))] = true;
+    }
+  for (int f = 1; f < kFormats; ++f) {
+    if (!span_used[f]) continue;
+    const std::int64_t bytes = format_bytes(static_cast<OperandFormat>(f));
+    const std::int64_t span = std::min(kSpan * sv.nb, sv.n);
+    sv.span_tiles[f] = take(sv.n * span * bytes);
+    sv.span_block[f] = take(span * sv.r * bytes);
+  }
   for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP})
     if (std::find(variants.begin(), variants.end(), v) != variants.end())
       sv.c_scratch[static_cast<int>(c_format(v))] = take(sv.nb * sv.r * format_bytes(c_format(v)));
@@ -294,8 +455,7 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
                                   cudaMemcpyHostToDevice, s));
     sv.dev_tags = dev;
   }
-  for (std::int64_t k = 0; k < sv.nt; ++k) sv.forward(k);
-  for (std::int64_t k = sv.nt - 1; k >= 0; --k) sv.backward(k, dev_offsets);
+  sv.solve(dev_offsets);
   FailureCode code = kNoFailure;
   HS_CUDA_CHECK(cudaMemcpyAsync(&code, sv.flag, sizeof(FailureCode), cudaMemcpyDeviceToHost, s));
   stream.synchronize();

@@ -64,8 +64,48 @@ void solve_on_device(const TileMatrix& l, Array& b, const std::vector<GemmVarian
 #endif
 }
 
+#if HALFSCOPE_HAS_LAPACKE
+// Relative Frobenius error of the solved x (r x n, host) against LAPACK's FP64 solve of the same
+// FP32 matrix, and the bound of a solve whose worst variant is v (header comment).
+struct Checked {
+  double error, bound;
+};
+Checked check_solve(const Problem& p, const Array& x, GemmVariant v) {
+  const std::int64_t n = p.n, r = p.r;
+  // Reference: A X^T = B^T in FP64 (A symmetric), row-major B^T is n x r.
+  std::vector<double> a(p.a.begin(), p.a.end()), bt(static_cast<std::size_t>(n * r));
+  for (std::int64_t q = 0; q < r; ++q)
+    for (std::int64_t i = 0; i < n; ++i)
+      bt[static_cast<std::size_t>(i * r + q)] = p.b[static_cast<std::size_t>(q * n + i)];
+  EXPECT_EQ(
+      LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), static_cast<lapack_int>(r),
+                    a.data(), static_cast<lapack_int>(n), bt.data(), static_cast<lapack_int>(r)),
+      0);
+  double num = 0.0, den = 0.0, trace = 0.0, norm = 0.0;
+  for (std::int64_t q = 0; q < r; ++q)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double ref = bt[static_cast<std::size_t>(i * r + q)];
+      const double d = x.data_as<float>()[q * n + i] - ref;
+      num += d * d;
+      den += ref * ref;
+    }
+  for (std::int64_t i = 0; i < n; ++i) {
+    trace += p.a[static_cast<std::size_t>(i * n + i)];
+    for (std::int64_t j = 0; j < n; ++j)
+      norm += static_cast<double>(p.a[static_cast<std::size_t>(i * n + j)]) *
+              p.a[static_cast<std::size_t>(i * n + j)];
+  }
+  const double e =
+      (gamma(n + 1, std::ldexp(1.0, -24)) + variant_term(v, n)) * trace / std::sqrt(norm);
+  return {std::sqrt(num / den), 2 * kKappaBound * 3 * e};
+}
+#endif
+
 class GpuSolveTest : public ::testing::TestWithParam<GemmVariant> {};
 
+// Uniform variants: with NT > 4 the low-precision ones update B' outside each span of 4 tile
+// columns once (K = 4 nb), with a short last tile row in both passes (300 = 4 x 64 + 44,
+// 97 = 13 x 7 + 6).
 TEST_P(GpuSolveTest, MatchesFp64Solve) {
   HS_REQUIRE_GPU();
 #if !HALFSCOPE_HAS_LAPACKE
@@ -81,38 +121,42 @@ TEST_P(GpuSolveTest, MatchesFp64Solve) {
     const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), v);
     Array b = Array::from_values<float>(p.b, {c.r, c.n}).to(Memory::device);
     solve_on_device(p.l, b, variants);
-    const Array x = b.to(Memory::host);
-    // Reference: A X^T = B^T in FP64 (A symmetric), row-major B^T is n x r.
-    std::vector<double> a(p.a.begin(), p.a.end()), bt(static_cast<std::size_t>(c.n * c.r));
-    for (std::int64_t q = 0; q < c.r; ++q)
-      for (std::int64_t i = 0; i < c.n; ++i)
-        bt[static_cast<std::size_t>(i * c.r + q)] = p.b[static_cast<std::size_t>(q * c.n + i)];
-    ASSERT_EQ(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(c.n),
-                            static_cast<lapack_int>(c.r), a.data(), static_cast<lapack_int>(c.n),
-                            bt.data(), static_cast<lapack_int>(c.r)),
-              0);
-    double num = 0.0, den = 0.0, trace = 0.0, norm = 0.0;
-    for (std::int64_t q = 0; q < c.r; ++q)
-      for (std::int64_t i = 0; i < c.n; ++i) {
-        const double ref = bt[static_cast<std::size_t>(i * c.r + q)];
-        const double d = x.data_as<float>()[q * c.n + i] - ref;
-        num += d * d;
-        den += ref * ref;
-      }
-    for (std::int64_t i = 0; i < c.n; ++i) {
-      trace += p.a[static_cast<std::size_t>(i * c.n + i)];
-      for (std::int64_t j = 0; j < c.n; ++j)
-        norm += static_cast<double>(p.a[static_cast<std::size_t>(i * c.n + j)]) *
-                p.a[static_cast<std::size_t>(i * c.n + j)];
-    }
-    const double e =
-        (gamma(c.n + 1, std::ldexp(1.0, -24)) + variant_term(v, c.n)) * trace / std::sqrt(norm);
-    const double err = std::sqrt(num / den), bound = 2 * kKappaBound * 3 * e;
-    EXPECT_LE(err, bound) << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb;
+    const Checked e = check_solve(p, b.to(Memory::host), v);
+    EXPECT_LE(e.error, e.bound) << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb;
     if (c.n == 300)
       std::cout << "[measured gpu solve] " << gemm_variant_name(v) << " n=300 nb=64 r=5 error "
-                << err << " (bound " << bound << ")\n";
+                << e.error << " (bound " << e.bound << ")\n";
   }
+#endif
+}
+
+// Variants that change from tile row to tile row: forward spans whose rows below keep one
+// variant across the span fuse with runs of HP1, BF16 and TF32 rows; the backward spans whose
+// tile rows differ (4-7 holds HP1 and BF16 rows, 12-15 HP1 and TF32) and the forward span 8-11
+// (one SP tile at (17, 9)) run column by column; both kinds meet in one solve.
+TEST(GpuSolve, SpansOfMixedVariantsMatchFp64Solve) {
+  HS_REQUIRE_GPU();
+#if !HALFSCOPE_HAS_LAPACKE
+  GTEST_SKIP() << "needs LAPACKE for the FP64 reference";
+#else
+  const Problem p = make_problem(600, 32, 7, 1.0f);  // NT = 19, last tile row 24 high
+  const std::int64_t nt = p.l.layout.tile_rows();
+  std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), GemmVariant::HP1);
+  for (std::int64_t i = 0; i < nt; ++i)
+    for (std::int64_t j = 0; j < i; ++j) {
+      GemmVariant& v = variants[static_cast<std::size_t>(i * nt + j)];
+      if (i >= 5 && i <= 7) v = GemmVariant::BF16;
+      if (i == 13) v = GemmVariant::TF32;
+    }
+  variants[static_cast<std::size_t>(17 * nt + 9)] = GemmVariant::SP;
+  Array b = Array::from_values<float>(p.b, {p.r, p.n}).to(Memory::device);
+  solve_on_device(p.l, b, variants);
+  // Bounded as a solve in the worst variant present (BF16); a span that applied a wrong tile or
+  // block would be off by O(1).
+  const Checked e = check_solve(p, b.to(Memory::host), GemmVariant::BF16);
+  EXPECT_LE(e.error, e.bound);
+  std::cout << "[measured gpu solve] mixed spans n=600 nb=32 r=7 error " << e.error << " (bound "
+            << e.bound << ")\n";
 #endif
 }
 

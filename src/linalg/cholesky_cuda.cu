@@ -28,6 +28,7 @@
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/cholesky_factor_cuda.hpp"
+#include "linalg/panel_trsm_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
@@ -135,6 +136,10 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
   s.infos = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
   HS_CUDA_CHECK(cudaMemsetAsync(s.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), stream));
   s.tall = static_cast<float*>(s.take(std::max<std::int64_t>(panel_elems, 1) * 4, stream));
+  if (fc.fast_fp32 && panel_elems > 0) {
+    fc.split[0] = static_cast<float*>(s.take(2 * panel_elems * 4, stream));
+    fc.split[1] = fc.split[0] + panel_elems;
+  }
   // The size query reads no data: any device pointer does.
   HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver, CUBLAS_FILL_MODE_LOWER,
                                                 static_cast<int>(std::min(nb, n)), s.tall,
@@ -176,12 +181,7 @@ void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, cudaSt
   tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = height(nt - 1), tiles.cols = nb;
   tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
   convert_blocks(tiles, Rounding::copy, tall, flag, stream);
-  const float one = 1.0f;
-  const PedanticMath strict(blas);
-  HS_CUBLAS_CHECK(cublasStrsm(blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
-                              CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows), static_cast<int>(nb),
-                              &one, tile(k, k), static_cast<int>(nb), tall,
-                              static_cast<int>(rows)));
+  panel_trsm(blas, tile(k, k), nb, tall, rows, rows, nb);
   BlockSet back = tiles;
   back.base = tall, back.first = 0, back.stride = nb, back.src_ld = rows;
   back.dst_stride = nb * nb, back.dst_ld = 0;
@@ -208,6 +208,9 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   fc.nt = a.layout.tile_rows(), fc.nb = a.layout.tile_size();
   fc.base = a.storage.data_as<float>();
   const std::int64_t nt = fc.nt;
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i)
+      fc.fast_fp32 |= fc.variant(i, j) != GemmVariant::SP && fc.variant(i, j) != GemmVariant::DP;
   // The panel stream is the critical path: its kernels go first when both streams have work.
   cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get();

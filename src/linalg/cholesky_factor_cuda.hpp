@@ -44,6 +44,14 @@ struct Factor {
   void* panel[kFormats][2] = {};      // converted panel copies, by format and step parity
   void* c_scratch[kFormats][2] = {};  // FP16 / FP64 C of HP3 / DP, one per stream
   FailureCode* flag = nullptr;
+  /// The diagonal tiles' updates as 3xTF32 GEMMs on tensor cores (gemm_tf32x3), set by a driver
+  /// before make_scratch where the policy has tiles below FP32 (their errors, 2^-11 and up, dwarf
+  /// 3xTF32's few units of FP32 rounding); uniform:SP and DP stay strict FP32. split[0] / [1]:
+  /// the TF32 high / low parts of the panel's tiles, laid out as panel[f][parity] and written on
+  /// the update stream just before the step's diagonal group reads them (one allocation, split[1]
+  /// right after split[0]).
+  bool fast_fp32 = false;
+  float* split[2] = {};
   /// Tile columns this device updates (empty: all of them).
   std::vector<char> owned{};
   /// Element offset of the layout at `base` (out of core: the first tile of the resident slab;
@@ -68,6 +76,11 @@ struct Factor {
   }
   [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const { return base + offset(i, j); }
   [[nodiscard]] std::int64_t height(std::int64_t i) const { return a.layout.tile_height(i); }
+
+  // High (part 0) or low (1) TF32 part of panel tile (i, k), i > k (resident panels only).
+  [[nodiscard]] const float* split_operand(int part, std::int64_t i, std::int64_t k) const {
+    return split[part] + (i - k - 1) * nb * nb;
+  }
 
   // Operand pointer of panel tile (i, k) in format f (the FP32 tile itself for fp32).
   [[nodiscard]] const void* operand(OperandFormat f, std::int64_t i, std::int64_t k) const {
@@ -154,10 +167,12 @@ struct Factor {
   }
 
   // One pointer-array batch of step k: `count` tiles of height m in one variant, starting at
-  // `first` in the device pointer arrays.
+  // `first` in the device pointer arrays; a 3xTF32 group (`split`) has its low parts' pointers
+  // in the `count` entries after those of the high parts.
   struct Group {
     GemmVariant v;
     std::int64_t m, first, count;
+    bool split = false;
   };
   std::vector<std::vector<Group>> groups{};  // per step
   const void** a_ptrs = nullptr;
@@ -179,14 +194,21 @@ struct Factor {
                    std::vector<void*>& c_host) {
     groups.assign(static_cast<std::size_t>(nt), {});
     for (std::int64_t k = 0; k < nt; ++k) {
-      Group diag{GemmVariant::SP, nb, static_cast<std::int64_t>(a_host.size()), 0};
-      for (std::int64_t j = k + 3; j < nt; ++j)
-        if (owns(j) && height(j) == nb) {
-          a_host.push_back(operand(OperandFormat::fp32, j, k));
-          b_host.push_back(operand(OperandFormat::fp32, j, k));
-          c_host.push_back(tile(j, j));
-          ++diag.count;
-        }
+      const bool split_group = fast_fp32 && split[0] && k >= first_resident;
+      Group diag{split_group ? GemmVariant::TF32 : GemmVariant::SP, nb,
+                 static_cast<std::int64_t>(a_host.size()), 0, split_group};
+      for (const int part : {0, 1}) {
+        if (part == 1 && !split_group) break;
+        for (std::int64_t j = k + 3; j < nt; ++j)
+          if (owns(j) && height(j) == nb) {
+            const void* op =
+                split_group ? split_operand(part, j, k) : operand(OperandFormat::fp32, j, k);
+            a_host.push_back(op);
+            b_host.push_back(op);
+            c_host.push_back(tile(j, j));
+            if (part == 0) ++diag.count;
+          }
+      }
       if (diag.count > 0) groups[static_cast<std::size_t>(k)].push_back(diag);
     }
     for (std::int64_t k = 0; k < nt; ++k)
@@ -208,6 +230,18 @@ struct Factor {
         }
   }
 
+  // The TF32 parts of panel k's tiles from row k + 3 on (those whose diagonal tiles the step's
+  // 3xTF32 group updates), on the update stream, which alone reads and writes split.
+  void split_panel(cudaStream_t stream, std::int64_t k) const {
+    BlockSet set;
+    set.base = base, set.first = offset(k + 3, k), set.stride = nb * nb, set.count = nt - k - 3;
+    set.rows = nb, set.last_rows = height(nt - 1), set.cols = nb, set.dst_stride = nb * nb;
+    set.tag_base = failure_code(k, FailureKind::operand, false, k + 3, k);
+    set.tag_step = 1ULL << 20;  // adds 1 to the tile row of a code
+    set.lo_offset = split[1] - split[0];
+    convert_blocks(set, Rounding::tf32_split, split[0] + 2 * nb * nb, flag, stream);
+  }
+
   // Columns k + 3 .. NT - 1 with panel k: a short last diagonal tile's SYRK and the C-rounding
   // runs column by column, the rest in the step's pointer-array groups (disjoint tiles, so their
   // order does not matter).
@@ -215,12 +249,20 @@ struct Factor {
     for (std::int64_t j = k + 3; j < nt; ++j)
       if (owns(j)) update_column(handle, stream, 1, k, j, true);
     for (const Group& grp : groups[static_cast<std::size_t>(k)]) {
+      if (grp.split) split_panel(stream, k);
       GemmBatch g;
       g.m = grp.m, g.n = nb, g.k = nb, g.lda = grp.m, g.ldb = nb, g.ldc = grp.m,
       g.batch = grp.count;
       g.a_array = a_ptrs + grp.first, g.b_array = b_ptrs + grp.first,
       g.c_array = c_ptrs + grp.first;
-      gemm_batched(handle, grp.v, g);
+      if (grp.split) {
+        SplitOperands lo;
+        lo.a_lo_array = a_ptrs + grp.first + grp.count;
+        lo.b_lo_array = b_ptrs + grp.first + grp.count;
+        gemm_tf32x3(handle, g, lo);
+      } else {
+        gemm_batched(handle, grp.v, g);
+      }
     }
   }
 };

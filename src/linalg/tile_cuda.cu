@@ -60,6 +60,12 @@ struct Out<Rounding::fp16_in_fp32> {
 };
 
 template <>
+struct Out<Rounding::tf32_split> {  // the high part; the kernel writes the low one beside it
+  using type = float;
+  __device__ static type conv(float x) { return tf32_rne(x); }
+  __device__ static float back(type y) { return y; }
+};
+template <>
 struct Out<Rounding::copy> {
   using type = float;
   __device__ static type conv(float x) { return x; }
@@ -76,19 +82,21 @@ __global__ void convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, 
     const std::int64_t dst_ld = set.dst_ld ? set.dst_ld : rows;
     const float* src = set.base + (set.offsets ? set.offsets[t] : set.first + t * set.stride);
     typename Out<R>::type* out = dst + t * set.dst_stride;
-    const std::int64_t total = rows * set.cols;
     bool overflow = false;
-    for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-         e < total; e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-      const std::int64_t r = e % rows, c = e / rows;
-      const float x = src[c * src_ld + r];
-      const typename Out<R>::type y = Out<R>::conv(x);
-      // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up
-      // front, a NaN/Inf here comes from an FP32 overflow upstream, never from the input.
-      // Plain copies (re-layouts of FP32 tiles) are left to the factor's final finiteness check.
-      overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
-      out[c * dst_ld + r] = y;
-    }
+    // Columns over the grid, rows over the threads: coalesced, and no 64-bit division per
+    // element (which held the element-indexed version well below the copy bandwidth).
+    for (std::int64_t c = blockIdx.x; c < set.cols; c += gridDim.x)
+      for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        const typename Out<R>::type y = Out<R>::conv(src[c * src_ld + r]);
+        // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up
+        // front, a NaN/Inf here comes from an FP32 overflow upstream, never from the input.
+        // Plain copies (re-layouts of FP32 tiles) are left to the factor's final finiteness
+        // check.
+        overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
+        out[c * dst_ld + r] = y;
+        if constexpr (R == Rounding::tf32_split)
+          out[set.lo_offset + c * dst_ld + r] = isfinite(y) ? src[c * src_ld + r] - y : y;
+      }
     if (overflow) atomicMin(flag, tag);
   }
 }
@@ -109,8 +117,10 @@ __global__ void convert_back_kernel(const T* src, std::int64_t count, std::int64
 
 template <Rounding R>
 void launch_convert(const BlockSet& set, void* dst, FailureCode* flag, cudaStream_t stream) {
+  if (set.count <= 0 || set.cols <= 0) return;
   const std::int64_t per_block = std::max(set.rows, set.last_rows) * set.cols;
-  const int x = cuda::grid_blocks(per_block, kThreads, 8);
+  const int x =
+      static_cast<int>(std::min<std::int64_t>(set.cols, cuda::grid_blocks(per_block, kThreads, 8)));
   const unsigned y = static_cast<unsigned>(std::min<std::int64_t>(set.count, 65535));
   convert_blocks_kernel<R><<<dim3(static_cast<unsigned>(x), y), kThreads, 0, stream>>>(
       set, static_cast<typename Out<R>::type*>(dst), flag);
@@ -225,6 +235,8 @@ void convert_blocks(const BlockSet& set, Rounding rounding, void* dst, FailureCo
       return launch_convert<Rounding::fp16_in_fp32>(set, dst, flag, stream);
     case Rounding::copy:
       return launch_convert<Rounding::copy>(set, dst, flag, stream);
+    case Rounding::tf32_split:
+      return launch_convert<Rounding::tf32_split>(set, dst, flag, stream);
   }
 }
 
@@ -300,6 +312,15 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
   HS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, g.op_a, g.op_b, m, n, k, &minus_one, g.a, ab, lda, g.stride_a, g.b, ab, ldb,
       g.stride_b, &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_tf32x3(cublasHandle_t handle, const GemmBatch& g, const SplitOperands& lo) {
+  GemmBatch part = g;
+  part.a = g.a, part.b = lo.b_lo, part.a_array = g.a_array, part.b_array = lo.b_lo_array;
+  gemm_batched(handle, GemmVariant::TF32, part);  // Ah Bl^T
+  part.a = lo.a_lo, part.b = g.b, part.a_array = lo.a_lo_array, part.b_array = g.b_array;
+  gemm_batched(handle, GemmVariant::TF32, part);  // Al Bh^T
+  gemm_batched(handle, GemmVariant::TF32, g);     // Ah Bh^T
 }
 
 }  // namespace halfscope::linalg::detail

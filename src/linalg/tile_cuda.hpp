@@ -27,8 +27,18 @@ std::int64_t format_bytes(OperandFormat f) noexcept;
 
 /// How each conversion rounds: RNE into the operand format, or FP32 -> FP16 -> FP32 in place
 /// (the C of HP2, kept in the FP32 tile exactly as the CPU emulation keeps it).
-/// `copy` moves FP32 values unchanged (re-laying out tiles, never overflows).
-enum class Rounding : std::uint8_t { to_fp16, to_bf16, to_tf32, to_fp64, fp16_in_fp32, copy };
+/// `copy` moves FP32 values unchanged (re-laying out tiles, never overflows); `tf32_split` writes
+/// the 3xTF32 parts of x: hi = RNE_tf32(x) at the block's place and lo = x - hi (exact in FP32)
+/// at the same place plus BlockSet::lo_offset elements.
+enum class Rounding : std::uint8_t {
+  to_fp16,
+  to_bf16,
+  to_tf32,
+  to_fp64,
+  fp16_in_fp32,
+  copy,
+  tf32_split
+};
 
 /// The rounding that produces an operand format (fp32 has none; passing it is a logic error).
 Rounding rounding_for(OperandFormat f) noexcept;
@@ -82,11 +92,12 @@ struct BlockSet {
   const FailureCode* tags = nullptr;
   FailureCode tag_base = 0;
   FailureCode tag_step = 0;
+  std::int64_t lo_offset = 0;  // tf32_split only
 };
 
-/// Converts the blocks into `dst` (element type of `rounding`; float for to_tf32, copy and
-/// fp16_in_fp32, where dst may equal the source for an in-place rounding). A finite entry that
-/// rounds to a non-finite value stores min(flag, tag of its block) in *flag. Asynchronous.
+/// Converts the blocks into `dst` (element type of `rounding`; float for to_tf32, tf32_split,
+/// copy and fp16_in_fp32, where dst may equal the source for an in-place rounding). A finite entry
+/// that rounds to a non-finite value stores min(flag, tag of its block) in *flag. Asynchronous.
 void convert_blocks(const BlockSet& set, Rounding rounding, void* dst, FailureCode* flag,
                     cudaStream_t stream);
 
@@ -120,6 +131,20 @@ struct GemmBatch {
   void* const* c_array = nullptr;
 };
 void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g);
+
+/// C -= op(A) op(B) in FP32-grade arithmetic on tensor cores (3xTF32): with A = Ah + Al and
+/// B = Bh + Bl split by tf32_split, the strided batches Ah Bl^T, Al Bh^T, then Ah Bh^T (small
+/// terms first) in FAST_TF32, FP32 accumulation; Al Bl^T (2^-22 relative) is dropped. Per product
+/// the error is a few units of FP32 rounding, against 2^-11 for one TF32 or FP16 product. `g`
+/// gives the sizes, C and the strides (or pointer arrays); a and b are Ah / Bh, a_lo and b_lo
+/// the low parts with the same layout (pointer arrays: a_lo_array, b_lo_array).
+struct SplitOperands {
+  const void* a_lo = nullptr;
+  const void* b_lo = nullptr;
+  const void* const* a_lo_array = nullptr;
+  const void* const* b_lo_array = nullptr;
+};
+void gemm_tf32x3(cublasHandle_t handle, const GemmBatch& g, const SplitOperands& lo);
 
 /// The C format a variant updates (fp32, or fp16 for HP3, fp64 for DP).
 OperandFormat c_format(GemmVariant v) noexcept;

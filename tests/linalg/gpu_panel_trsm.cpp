@@ -1,0 +1,158 @@
+// The factorization's panel solve (detail::panel_trsm, src/linalg/panel_trsm_cuda.cu) against
+// an FP64 solve on the host.
+//
+// X L^T = T with L lower triangular, diagonal in [1, 2], off-diagonal entries uniform in
+// [-1, 1] / w, so kappa(L) stays below 4. Every operation is FP32 (strsm leaves, FP32 GEMMs
+// between halves), so with random signs the relative Frobenius error stays below about
+// kappa sqrt(w) 2^-24 (5.4e-6 at w = 512 with kappa = 4); a block applied to the wrong columns,
+// or not at all, is off by O(1 / w) or more. Widths 512 (two levels of halving, leaves of 128),
+// 300 (128 + 172, then 128 + 44), 128 (one strsm leaf) and 97; leading dimensions larger than
+// the row count, whose padding rows must be left alone. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "halfscope/config.hpp"
+#include "halfscope/core/array.hpp"
+#include "test_support.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "halfscope/core/cublas.hpp"
+#include "halfscope/core/cuda.hpp"
+#include "linalg/panel_trsm_cuda.hpp"
+#include "linalg/tile_cuda.hpp"
+#endif
+
+namespace halfscope::linalg {
+namespace {
+
+TEST(GpuPanelTrsm, MatchesFp64Solve) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  struct Case {
+    std::int64_t rows, ldx, w;
+  };
+  for (const Case c :
+       {Case{1500, 1500, 512}, Case{777, 800, 300}, Case{1000, 1000, 128}, Case{64, 70, 97}}) {
+    std::mt19937_64 rng(7 + static_cast<std::uint64_t>(c.w));
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    const std::int64_t w = c.w;
+    std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);  // column-major, ld w
+    for (std::int64_t j = 0; j < w; ++j) {
+      l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
+      for (std::int64_t i = j + 1; i < w; ++i)
+        l[static_cast<std::size_t>(j * w + i)] =
+            static_cast<float>(u(rng) / static_cast<double>(w));
+    }
+    std::vector<float> t(static_cast<std::size_t>(c.ldx * w));
+    for (float& v : t) v = static_cast<float>(u(rng));
+    // FP64 reference, column by column: x_j = (t_j - sum_{q<j} x_q L_jq) / L_jj.
+    std::vector<double> x(t.begin(), t.end());
+    for (std::int64_t j = 0; j < w; ++j)
+      for (std::int64_t r = 0; r < c.rows; ++r) {
+        double s = x[static_cast<std::size_t>(j * c.ldx + r)];
+        for (std::int64_t q = 0; q < j; ++q)
+          s -= x[static_cast<std::size_t>(q * c.ldx + r)] * l[static_cast<std::size_t>(q * w + j)];
+        x[static_cast<std::size_t>(j * c.ldx + r)] = s / l[static_cast<std::size_t>(j * w + j)];
+      }
+    Array dl = Array::from_values<float>(l, {w, w}).to(Memory::device);
+    Array dx = Array::from_values<float>(t, {w, c.ldx}).to(Memory::device);
+    cuda::CublasHandle blas;
+    detail::panel_trsm(blas.get(), dl.data_as<float>(), w, dx.data_as<float>(), c.ldx, c.rows, w);
+    HS_CUDA_CHECK(cudaDeviceSynchronize());
+    const Array hx = dx.to(Memory::host);
+    double num = 0.0, den = 0.0;
+    for (std::int64_t j = 0; j < w; ++j)
+      for (std::int64_t r = 0; r < c.ldx; ++r) {
+        const std::size_t e = static_cast<std::size_t>(j * c.ldx + r);
+        // Rows past `rows` (ld padding) must be left as they were.
+        const double ref = r < c.rows ? x[e] : static_cast<double>(t[e]);
+        const double d = hx.data_as<float>()[e] - ref;
+        num += d * d;
+        den += ref * ref;
+      }
+    const double err = std::sqrt(num / den);
+    const double bound = 4.0 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24);
+    EXPECT_LE(err, bound) << "rows " << c.rows << " w " << w;
+    std::cout << "[measured panel trsm] rows " << c.rows << " w " << w << " error " << err
+              << " (bound " << bound << ")\n";
+  }
+#endif
+}
+
+// The diagonal tiles' 3xTF32 update (detail::gemm_tf32x3) of a factorization with a low-precision
+// policy: C -= A B^T for two strided 200 x 1024 operand pairs, split on the device by tf32_split.
+// Each product is exact to 1.25 x 2^-20 relative at worst (the TF32 truncation of the low part in
+// each of the two mixed products, 2^-21 each, and the dropped low x low term, 2^-22), summed in
+// FP32 (sqrt(k) 2^-24 with random signs): with a factor 2 of slack the error of an entry relative
+// to sum_l |a_il b_jl| stays below 5.7e-6. One TF32 product per term (low parts lost) errs by
+// about 2^-11 / sqrt(k) = 1.5e-5 per entry, several times that at the worst entry.
+TEST(GpuPanelTrsm, Tf32x3GemmIsFp32Grade) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  const std::int64_t m = 200, k = 1024, batch = 2, elems = m * k;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<float> a(static_cast<std::size_t>(batch * elems)), b(a.size());
+  std::vector<float> c(static_cast<std::size_t>(batch * m * m));
+  for (float& v : a) v = static_cast<float>(u(rng));
+  for (float& v : b) v = static_cast<float>(u(rng));
+  for (float& v : c) v = static_cast<float>(u(rng));
+  Array da = Array::from_values<float>(a, {batch * elems}).to(Memory::device);
+  Array db = Array::from_values<float>(b, {batch * elems}).to(Memory::device);
+  Array dc = Array::from_values<float>(c, {batch * m * m}).to(Memory::device);
+  Array parts(DType::f32, {4 * batch * elems}, Memory::device);
+  float* p = parts.data_as<float>();
+  const std::vector<std::uint64_t> none{~0ULL};
+  Array flag = Array::from_values<std::uint64_t>(none, {1}).to(Memory::device);
+  auto* f = reinterpret_cast<detail::FailureCode*>(flag.data_as<std::uint64_t>());
+  detail::BlockSet set;
+  set.count = 1, set.rows = batch * elems, set.last_rows = batch * elems, set.cols = 1;
+  set.tag_base = 1;
+  for (int side = 0; side < 2; ++side) {
+    set.base = side == 0 ? da.data_as<float>() : db.data_as<float>();
+    set.lo_offset = batch * elems;
+    detail::convert_blocks(set, detail::Rounding::tf32_split, p + 2 * side * batch * elems, f,
+                           nullptr);
+  }
+  detail::GemmBatch g;
+  g.m = m, g.n = m, g.k = k, g.a = p, g.lda = m, g.stride_a = elems;
+  g.b = p + 2 * batch * elems, g.ldb = m, g.stride_b = elems;
+  g.c = dc.data_as<float>(), g.ldc = m, g.stride_c = m * m, g.batch = batch;
+  detail::SplitOperands lo;
+  lo.a_lo = p + batch * elems, lo.b_lo = p + 3 * batch * elems;
+  cuda::CublasHandle blas;
+  detail::gemm_tf32x3(blas.get(), g, lo);
+  HS_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(flag.to(Memory::host).data_as<std::uint64_t>()[0], ~0ULL);
+  const Array hc = dc.to(Memory::host);
+  double worst = 0.0;
+  for (std::int64_t t = 0; t < batch; ++t)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < m; ++i) {
+        double ref = c[static_cast<std::size_t>(t * m * m + j * m + i)], scale = 0.0;
+        for (std::int64_t l = 0; l < k; ++l) {
+          const double x = a[static_cast<std::size_t>(t * elems + l * m + i)];
+          const double y = b[static_cast<std::size_t>(t * elems + l * m + j)];
+          ref -= x * y;
+          scale += std::abs(x * y);
+        }
+        const double e = std::abs(hc.data_as<float>()[t * m * m + j * m + i] - ref) / scale;
+        worst = std::max(worst, e);
+      }
+  const double bound =
+      2 * (std::ldexp(1.0, -20) + std::sqrt(static_cast<double>(k)) * std::ldexp(1.0, -24));
+  EXPECT_LE(worst, bound);
+  std::cout << "[measured gemm 3xTF32] k " << k << " worst relative error " << worst << " (bound "
+            << bound << ")\n";
+#endif
+}
+
+}  // namespace
+}  // namespace halfscope::linalg

@@ -188,8 +188,10 @@ void error_covariance_cpu(const Array& ctt, const Array& ctm, const Array& cmm, 
 
 Array reconstructor_fp64(const Array& cmm, const Array& ctm, DeviceKind device) {
   constexpr const char* kFn = "reconstructor_fp64";
-  // dposv / potrf overwrite both: owned copies (the only copies of the evaluation).
-  Array a = owned_copy(host_f64(cmm, kFn, "cmm"), cmm);
+  // The solution overwrites x: an owned copy. LAPACK's dposv overwrites Cmm too, so the CPU
+  // path copies it; the GPU one uploads it and factors the device copy, reading the caller's
+  // Cmm in place (at the E-ELT's n a second host copy is another 80.6 GB).
+  const Array a = host_f64(cmm, kFn, "cmm");
   Array x = owned_copy(host_f64(ctm, kFn, "ctm"), ctm);
   const std::int64_t n = a.dim(0), m = x.dim(0);
   check_shape(a, n, n, kFn, "cmm", "Cmm is square");
@@ -201,7 +203,8 @@ Array reconstructor_fp64(const Array& cmm, const Array& ctm, DeviceKind device) 
     throw Unsupported("reconstructor_fp64: this build has no CUDA; use --device cpu");
 #endif
   } else {
-    solve_cpu(a, x);
+    Array factored = owned_copy(a, cmm);
+    solve_cpu(factored, x);
   }
   check_finite_result(x, kFn);
   return x;

@@ -1,18 +1,19 @@
 // GPU tile Cholesky (src/linalg/cholesky_cuda.hpp): study 002 Algorithm 1, right-looking, with
 // look-ahead of one panel.
 //
-// Step k on the panel stream P: spotrf(k, k) (info kept on the device), one strsm of the tiles
-// below it (gathered into a tall matrix), conversion of the panel into each low-precision format a
-// consumer needs (each tile once, into a double-buffered panel copy), event panel_done[k], then the
-// update of column k + 1 with panel k (so panel k + 1 can start at once). On the update stream U:
-// wait panel_done[k], update column k + 2 first (ssyrk on the diagonal tile, then one
-// strided-batched GEMM per run of equal variants down the column: A = panel tiles (stride nb^2), B
-// = the column's panel tile (stride 0), C = the column's tiles (stride nb^2)), recording
-// col_done[k] (what P needs for its step k + 1 look-ahead update), then columns k + 3 .. NT - 1:
-// their SYRKs, and their GEMMs as one pointer-array batch per variant and tile height (pointers
-// planned on the host and uploaded once; HP2 / HP3 / DP, which round C through scratch, stay column
-// by column) and update_done[k] at the end (the panel buffer of parity k may then be overwritten by
-// step k + 2). No device-wide synchronisation.
+// Step k on the panel stream P: spotrf(k, k) (info kept on the device), one solve of the tiles
+// below it (gathered into a tall matrix, panel_trsm), conversion of the panel into each
+// low-precision format a consumer needs (each tile once, into a double-buffered panel copy), event
+// panel_done[k], then the update of column k + 1 with panel k (so panel k + 1 can start at once).
+// On the update stream U: wait panel_done[k], update column k + 2 first (ssyrk on the diagonal
+// tile, then one strided-batched GEMM per run of equal variants down the column: A = panel tiles
+// (stride nb^2), B = the column's panel tile (stride 0), C = the column's tiles (stride nb^2)),
+// recording col_done[k] (what P needs for its step k + 1 look-ahead update), then columns k + 3 ..
+// NT - 1: their SYRKs (the full diagonal tiles as one batched group, 3xTF32 under a policy with
+// tiles below FP32), and their GEMMs as one pointer-array batch per variant and tile height
+// (pointers planned on the host and uploaded once; HP2 / HP3 / DP, which round C through scratch,
+// stay column by column) and update_done[k] at the end (the panel buffer of parity k may then be
+// overwritten by step k + 2). No device-wide synchronisation.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>

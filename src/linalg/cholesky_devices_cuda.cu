@@ -2,7 +2,7 @@
 // columns dealt round-robin over the listed devices (a 1 x G block-cyclic grid, the layout a
 // single host's few GPUs want: every panel goes to every device anyway).
 //
-// Step k: the owner of column k factors its panel on its panel stream (spotrf, one tall strsm,
+// Step k: the owner of column k factors its panel on its panel stream (spotrf, one tall solve,
 // the low-precision copies its consumers need), as on one device; every other device copies the
 // whole column k (the diagonal tile too) peer to peer into the same place of its own copy of the
 // layout (NVLink where present) and makes its own low-precision copies; each device then updates

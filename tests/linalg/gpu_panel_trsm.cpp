@@ -91,7 +91,7 @@ TEST(GpuPanelTrsm, MatchesFp64Solve) {
 // Each product is exact to 1.25 x 2^-20 relative at worst (the TF32 truncation of the low part in
 // each of the two mixed products, 2^-21 each, and the dropped low x low term, 2^-22), summed in
 // FP32 (sqrt(k) 2^-24 with random signs): with a factor 2 of slack the error of an entry relative
-// to sum_l |a_il b_jl| stays below 5.7e-6. One TF32 product per term (low parts lost) errs by
+// to sum_l |a_il b_jl| stays below 6.2e-6. One TF32 product per term (low parts lost) errs by
 // about 2^-11 / sqrt(k) = 1.5e-5 per entry, several times that at the worst entry.
 TEST(GpuPanelTrsm, Tf32x3GemmIsFp32Grade) {
   HS_REQUIRE_GPU();
@@ -147,7 +147,7 @@ TEST(GpuPanelTrsm, Tf32x3GemmIsFp32Grade) {
         worst = std::max(worst, e);
       }
   const double bound =
-      2 * (std::ldexp(1.0, -20) + std::sqrt(static_cast<double>(k)) * std::ldexp(1.0, -24));
+      2 * (1.25 * std::ldexp(1.0, -20) + std::sqrt(static_cast<double>(k)) * std::ldexp(1.0, -24));
   EXPECT_LE(worst, bound);
   std::cout << "[measured gemm 3xTF32] k " << k << " worst relative error " << worst << " (bound "
             << bound << ")\n";

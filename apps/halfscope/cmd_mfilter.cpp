@@ -226,7 +226,12 @@ void write_outputs(const Globals& g, const MfCliOptions& c, const MfJob& job, co
       detections_out->write(csv);
     }
   }
-  if (!c.output.empty()) write_array(g, c.output, run.cc, job.history);
+  if (run.cc_file) {
+    run.cc_file->commit();  // written by the ranks (mpi::write_result_npy)
+    info(g, "wrote " + c.output);
+  } else if (!c.output.empty()) {
+    write_array(g, c.output, run.cc, job.history);
+  }
   if (c.detect) {
     if (detections_out) {
       detections_out->commit();
@@ -272,10 +277,14 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
   MfJob job;
   on_every_rank(g, [&] { job = load_job(g, c); });
   const auto t0 = std::chrono::steady_clock::now();
-  const MfRun run = g.ranks > 1 ? mfilter_over_ranks(g, job.t.templates, job.data.data, job.options,
-                                                     job.network, c.detect ? &job.detect : nullptr,
-                                                     !c.output.empty(), c.check, c.time_parts)
-                                : run_one_process(c, job);
+  // With several ranks a .npy result is written by every rank into one file (no gathering); the
+  // other array formats are gathered on rank 0 and written there.
+  const bool npy = !c.output.empty() && io::format_of(c.output) == io::Format::npy;
+  const MfRun run =
+      g.ranks > 1 ? mfilter_over_ranks(g, job.t.templates, job.data.data, job.options, job.network,
+                                       c.detect ? &job.detect : nullptr, !c.output.empty(), c.check,
+                                       c.time_parts, npy ? c.output : std::string())
+                  : run_one_process(c, job);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   detail(g, "mfilter: done in " + std::to_string(ms) + " ms (with transfers)");

@@ -40,7 +40,7 @@ void on_every_rank(const Globals& g, const std::function<void()>& step) {
 MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const Array& data,
                          const MfOptions& options, const MfNetwork& network,
                          const DetectOptions* detect, bool want_cc, bool check,
-                         std::int64_t time_parts) {
+                         std::int64_t time_parts, const std::string& npy_output) {
 #if HALFSCOPE_HAS_MPI
   (void)g;
   const mpi::Comm world = mpi::Comm::world();
@@ -65,11 +65,20 @@ MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const Array& 
     run.check.max_abs = std::bit_cast<double>(world.max(std::bit_cast<std::int64_t>(mine.max_abs)));
     run.check.nonfinite = world.sum(mine.nonfinite);
   }
-  if (want_cc) run.cc = mpi::gather_result(world, part, 0);
+  if (want_cc && !npy_output.empty()) {
+    mpi::NpyWrite written = mpi::write_result_npy(world, part, npy_output, 0);
+    run.cc_file = std::move(written.file);
+    if (written.ranks_without_file > 0 && world.rank() == 0)
+      warn("mfilter: " + std::to_string(written.ranks_without_file) + " rank(s) cannot open " +
+           npy_output +
+           " on rank 0's file system: the result was gathered on rank 0 and written there");
+  } else if (want_cc) {
+    run.cc = mpi::gather_result(world, part, 0);
+  }
   return run;
 #else
   (void)templates, (void)data, (void)options, (void)network, (void)detect, (void)want_cc,
-      (void)check, (void)time_parts;
+      (void)check, (void)time_parts, (void)npy_output;
   throw Unsupported("halfscope mfilter on " + std::to_string(g.ranks) +
                     " ranks: this build has no MPI");
 #endif

@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "cli.hpp"
 #include "halfscope/core/array.hpp"
+#include "halfscope/io/file.hpp"
 #include "halfscope/mfilter.hpp"
 
 namespace halfscope::cli {
@@ -30,15 +33,19 @@ struct MfRun {
   Array cc;                      // the whole result (on rank 0 only with several ranks)
   std::vector<Detection> found;  // on every rank
   Difference check;              // against the CPU FP64 direct call, when asked
+  /// With several ranks and a .npy output: the result already written by the ranks, not yet
+  /// under its name (rank 0; cc then stays empty). write_outputs commits it.
+  std::unique_ptr<io::AtomicOutput> cc_file;
 };
 
 /// The matched filtering of one call split over the ranks (halfscope/mpi/mfilter.hpp; only with
-/// several ranks in a build with MPI): the result gathered on rank 0 when `want_cc`, the
-/// detections when `detect` is not null, and with `check` the largest difference from the
-/// FP64 CPU reference computed over the ranks too. `time_parts`: mpi::MfSplit's.
+/// several ranks in a build with MPI): when `want_cc`, the result written by the ranks into
+/// `npy_output` (mpi::write_result_npy, left uncommitted in cc_file) or, without one, gathered
+/// on rank 0; the detections when `detect` is not null, and with `check` the largest difference
+/// from the FP64 CPU reference computed over the ranks too. `time_parts`: mpi::MfSplit's.
 MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const Array& data,
                          const MfOptions& options, const MfNetwork& network,
                          const DetectOptions* detect, bool want_cc, bool check,
-                         std::int64_t time_parts);
+                         std::int64_t time_parts, const std::string& npy_output);
 
 }  // namespace halfscope::cli

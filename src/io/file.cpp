@@ -75,6 +75,13 @@ void AtomicOutput::write(const std::string& text) {
   write(std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
+void AtomicOutput::extend_to(std::uint64_t bytes) {
+  write(std::span<const std::byte>{});  // creates the file when nothing was written yet
+  if (std::fflush(file_) != 0 || ::ftruncate(::fileno(file_), static_cast<off_t>(bytes)) != 0)
+    throw IoError(target_.string() + ": cannot extend the temporary file to " +
+                  std::to_string(bytes) + " bytes: " + std::strerror(errno));
+}
+
 void AtomicOutput::commit() {
   if (file_) {
     // errno is saved at each failing step: a later call may overwrite it.

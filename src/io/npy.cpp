@@ -311,25 +311,12 @@ Array read_npy(const std::filesystem::path& path) {
   return parse_npy(read_file_bytes(path), path.string());
 }
 
-NpyParts npy_parts(const Array& a) {
-  if (a.empty()) throw InvalidInput("write .npy: the array holds no data (default-constructed)");
-  if (a.dtype() == DType::bf16)
-    throw Unsupported(
-        "write .npy: bfloat16 has no NumPy dtype; convert the array first, e.g. to "
-        "float32 (Array::astype(DType::f32), or --dtype float32 on the command line)");
-  NpyParts parts;
-  parts.data = a.memory() == Memory::device ? a.to(Memory::host) : a;
-  bool fortran = false;
-  if (!parts.data.is_c_contiguous()) {
-    if (parts.data.is_f_contiguous())
-      fortran = true;
-    else
-      parts.data = parts.data.contiguous();
-  }
-  const Shape& shape = parts.data.shape();
+std::vector<std::byte> npy_header(DType dtype, const Shape& shape, bool fortran) {
+  if (dtype == DType::bf16)
+    throw Unsupported("write .npy: bfloat16 has no NumPy dtype; convert the array first");
   // The dict exactly as NumPy's _write_array_header writes it: sorted keys, repr() values, a
   // trailing ", ", then spare spaces so the growth axis can later be rewritten in place.
-  std::string dict = "{'descr': '" + descr_of(a.dtype()) +
+  std::string dict = "{'descr': '" + descr_of(dtype) +
                      "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
   for (std::size_t i = 0; i < shape.size(); ++i) dict += (i ? ", " : "") + std::to_string(shape[i]);
   dict += shape.size() == 1 ? ",), }" : "), }";
@@ -350,13 +337,32 @@ NpyParts npy_parts(const Array& a) {
   dict.append(static_cast<std::size_t>(padlen), ' ');
   dict += '\n';
   const auto total = static_cast<std::uint32_t>(dict.size());
-  auto& out = parts.header;
+  std::vector<std::byte> out;
   for (unsigned char c : kMagic) out.push_back(static_cast<std::byte>(c));
   out.push_back(static_cast<std::byte>(major));
   out.push_back(std::byte{0});
   for (int i = 0; i < (major == 1 ? 2 : 4); ++i)
     out.push_back(static_cast<std::byte>((total >> (8 * i)) & 0xffu));
   for (char c : dict) out.push_back(static_cast<std::byte>(c));
+  return out;
+}
+
+NpyParts npy_parts(const Array& a) {
+  if (a.empty()) throw InvalidInput("write .npy: the array holds no data (default-constructed)");
+  if (a.dtype() == DType::bf16)
+    throw Unsupported(
+        "write .npy: bfloat16 has no NumPy dtype; convert the array first, e.g. to "
+        "float32 (Array::astype(DType::f32), or --dtype float32 on the command line)");
+  NpyParts parts;
+  parts.data = a.memory() == Memory::device ? a.to(Memory::host) : a;
+  bool fortran = false;
+  if (!parts.data.is_c_contiguous()) {
+    if (parts.data.is_f_contiguous())
+      fortran = true;
+    else
+      parts.data = parts.data.contiguous();
+  }
+  parts.header = npy_header(a.dtype(), parts.data.shape(), fortran);
   return parts;
 }
 

@@ -84,6 +84,20 @@ def check_line(stderr):
     return [line for line in stderr.splitlines() if line.startswith("check against FP64")]
 
 
+def test_ranks_without_a_shared_file_system_gather_the_result(inputs):
+    """A .npy result is written by every rank into one file; a rank that cannot open it (here
+    HALFSCOPE_UNSHARED_RANK pretends so) makes the call gather it on rank 0: same bytes."""
+    d, common = inputs
+    args = ["mfilter", *common, "--precision", "single"]
+    plain = run([*args, "-o", d / "plain_shared.npy"])
+    assert plain.returncode == 0, plain.stderr
+    r = run([*args, "-o", d / "mpi_unshared.npy"], ranks=4, env={"HALFSCOPE_UNSHARED_RANK": "2"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("1 rank(s) cannot open") == 1, r.stderr  # the fallback, said once
+    assert (d / "mpi_unshared.npy").read_bytes() == (d / "plain_shared.npy").read_bytes()
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith(".")) == []
+
+
 def test_per_channel_result_and_check_equal_the_plain_cli(inputs):
     d, common = inputs
     args = ["mfilter", *common, "--precision", "single", "--per-channel", "--normalize", "full",
@@ -92,6 +106,7 @@ def test_per_channel_result_and_check_equal_the_plain_cli(inputs):
     assert plain.returncode == 0, plain.stderr
     r = run([*args, "-o", d / "mpi_pc.npy"], ranks=4)
     assert r.returncode == 0, r.stderr
+    assert "cannot open" not in r.stderr  # written by the ranks, not gathered
     assert (d / "mpi_pc.npy").read_bytes() == (d / "plain_pc.npy").read_bytes()
     # The FP64 reference over the ranks gives the same largest difference, printed once.
     assert len(check_line(plain.stderr)) == 1

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -33,6 +34,10 @@ class AtomicOutput {
   /// Appends bytes to the temporary file (opened on first use).
   void write(std::span<const std::byte> bytes);
   void write(const std::string& text);
+  /// Flushes what was written and extends the temporary file to `bytes` (zeros), so that other
+  /// processes sharing its file system can write their parts into it at known offsets (pwrite
+  /// on temp_path()) before commit().
+  void extend_to(std::uint64_t bytes);
   /// Makes the file visible under its target name.
   void commit();
 

@@ -59,6 +59,12 @@ struct NpyParts {
   Array data;
 };
 
+/// The header of a .npy file (magic through the padded dict, the data then starting on a 64-byte
+/// boundary) for an array of `dtype` and `shape`, C order unless `fortran`: what write_npy writes
+/// before the data, for writers that place the data themselves (the MPI ranks' parts of one
+/// result). Throws Unsupported for bfloat16.
+std::vector<std::byte> npy_header(DType dtype, const Shape& shape, bool fortran = false);
+
 /// Splits `a` into NpyParts. Device arrays are copied to the host; arrays that are neither C- nor
 /// F-contiguous are made C-contiguous. Throws Unsupported for bfloat16 (NumPy has no such dtype:
 /// convert to float32 first) and InvalidInput for an empty (default-constructed) Array.

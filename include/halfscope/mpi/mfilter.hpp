@@ -17,9 +17,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "halfscope/core/array.hpp"
+#include "halfscope/io/file.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/mpi/comm.hpp"
 
@@ -72,6 +75,22 @@ MfPart matched_filter(const Comm& comm, const Array& templates, const Array& dat
 /// The whole result on `root` (collective; empty on the other ranks): every part placed at its
 /// share, each received and placed in turn (root holds the result and one part at a time).
 Array gather_result(const Comm& comm, const MfPart& part, int root);
+
+/// The whole result as a .npy file at `path`, written without gathering it where the ranks share
+/// the file system (collective). `root` creates the temporary file of an io::AtomicOutput (the
+/// header, then the file extended to its full size); every rank that can open it writes its
+/// part's lines at their offsets (pwrite) and syncs; when some rank cannot (no shared file
+/// system), the result is gathered on `root` and written there. Every rank agrees on the outcome:
+/// a failed write throws on every rank and leaves nothing under `path`. Returns, on `root`, the
+/// output still uncommitted (commit() gives it its name; dropping it removes it), so that a
+/// caller can make several outputs appear together (nullptr on the other ranks), and on every
+/// rank how many ranks could not open the file (0: written by the ranks; else gathered).
+struct NpyWrite {
+  std::unique_ptr<io::AtomicOutput> file;
+  std::int64_t ranks_without_file = 0;
+};
+NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::filesystem::path& path,
+                          int root);
 
 /// matched_filter_detect (halfscope/mfilter.hpp) over the ranks (collective): the detections of
 /// the whole call on every rank, equal to the one-process CPU call's (its stack's elements being

@@ -185,10 +185,11 @@ struct Factor {
 
   // Host pointer arrays for the columns k + 3 .. NT - 1 of every step (column k + 2 goes alone,
   // first, so that the panel stream's look-ahead can start on it): one group per variant and
-  // tile height, and one of the full diagonal tiles, updated as strict FP32 GEMMs of the whole
-  // tile (C -= A A^T: twice a SYRK's work, but batched: 47 us a tile in a batch of 96 on an
-  // H100, one SYRK 58 us on an H200; 4753 one-tile SYRKs were 27 % of the E-ELT band
-  // factorization's kernel time; the strict upper half of a diagonal tile is never read).
+  // tile height, and one of the full diagonal tiles, updated as GEMMs of the whole tile (strict
+  // FP32, or 3xTF32 with fast_fp32; C -= A A^T: twice a SYRK's work, but batched: 47 us a tile
+  // in a batch of 96 on an H100, one SYRK 58 us on an H200; 4753 one-tile SYRKs were 27 % of the
+  // E-ELT band factorization's kernel time; the strict upper half of a diagonal tile is never
+  // read).
   // Uploaded once by the caller.
   void plan_groups(std::vector<const void*>& a_host, std::vector<const void*>& b_host,
                    std::vector<void*>& c_host) {

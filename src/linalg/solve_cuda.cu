@@ -125,16 +125,21 @@ struct Solver {
     }
   }
 
-  // Converts solved block k (rows of B') into every format in `formats`.
+  // Solved block k (rows of B', of step `step`) converted into format f at `dst` (leading
+  // dimension dst_ld, 0: packed).
+  void convert_solved(int f, std::int64_t k, std::int64_t step, void* dst,
+                      std::int64_t dst_ld) const {
+    BlockSet set;
+    set.base = b + k * nb, set.count = 1, set.rows = height(k), set.last_rows = height(k);
+    set.cols = r, set.src_ld = n, set.dst_ld = dst_ld;
+    set.tag_base = failure_code(step, FailureKind::operand, true, k, k);
+    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), dst, flag, s);
+  }
+
+  // Converts solved block k into every format in `formats` (block[f]).
   void convert_block(std::int64_t k, std::int64_t step, const std::vector<bool>& formats) const {
-    for (int f = 1; f < kFormats; ++f) {
-      if (!formats[static_cast<std::size_t>(f)]) continue;
-      BlockSet set;
-      set.base = b + k * nb, set.count = 1, set.rows = height(k), set.last_rows = height(k);
-      set.cols = r, set.src_ld = n,
-      set.tag_base = failure_code(step, FailureKind::operand, true, k, k);
-      convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)), block[f], flag, s);
-    }
+    for (int f = 1; f < kFormats; ++f)
+      if (formats[static_cast<std::size_t>(f)]) convert_solved(f, k, step, block[f], 0);
   }
 
   // C (rows x r, ld n, in B') -= op(A) W for one tile of L in a C-rounding variant (HP2, HP3,
@@ -225,13 +230,8 @@ struct Solver {
   // in format f (leading dimension kk).
   void convert_span_block(int f, std::int64_t k, std::int64_t k0, std::int64_t kk,
                           std::int64_t step) const {
-    BlockSet set;
-    set.base = b + k * nb, set.count = 1, set.rows = height(k), set.last_rows = height(k);
-    set.cols = r, set.src_ld = n, set.dst_ld = kk;
-    set.tag_base = failure_code(step, FailureKind::operand, true, k, k);
     const auto bytes = format_bytes(static_cast<OperandFormat>(f));
-    convert_blocks(set, rounding_for(static_cast<OperandFormat>(f)),
-                   static_cast<char*>(span_block[f]) + (k - k0) * nb * bytes, flag, s);
+    convert_solved(f, k, step, static_cast<char*>(span_block[f]) + (k - k0) * nb * bytes, kk);
   }
 
   // Span [k0, k1) of the forward pass, solved within itself: B'_i -= [L_i,k0 .. L_i,k1-1]

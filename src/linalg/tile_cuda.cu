@@ -87,7 +87,8 @@ __global__ void convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, 
     // element (which held the element-indexed version well below the copy bandwidth).
     for (std::int64_t c = blockIdx.x; c < set.cols; c += gridDim.x)
       for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-        const typename Out<R>::type y = Out<R>::conv(src[c * src_ld + r]);
+        const float x = src[c * src_ld + r];
+        const typename Out<R>::type y = Out<R>::conv(x);
         // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up
         // front, a NaN/Inf here comes from an FP32 overflow upstream, never from the input.
         // Plain copies (re-layouts of FP32 tiles) are left to the factor's final finiteness
@@ -95,7 +96,7 @@ __global__ void convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, 
         overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
         out[c * dst_ld + r] = y;
         if constexpr (R == Rounding::tf32_split)
-          out[set.lo_offset + c * dst_ld + r] = isfinite(y) ? src[c * src_ld + r] - y : y;
+          out[set.lo_offset + c * dst_ld + r] = isfinite(y) ? x - y : y;
       }
     if (overflow) atomicMin(flag, tag);
   }
@@ -316,7 +317,7 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
 
 void gemm_tf32x3(cublasHandle_t handle, const GemmBatch& g, const SplitOperands& lo) {
   GemmBatch part = g;
-  part.a = g.a, part.b = lo.b_lo, part.a_array = g.a_array, part.b_array = lo.b_lo_array;
+  part.b = lo.b_lo, part.b_array = lo.b_lo_array;
   gemm_batched(handle, GemmVariant::TF32, part);  // Ah Bl^T
   part.a = lo.a_lo, part.b = g.b, part.a_array = lo.a_lo_array, part.b_array = g.b_array;
   gemm_batched(handle, GemmVariant::TF32, part);  // Al Bh^T

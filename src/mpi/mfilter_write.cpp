@@ -65,8 +65,7 @@ NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::files
                           int root) {
   const std::string what = path.string();
   const std::vector<std::byte> header = io::npy_header(DType::f32, part.full_shape);
-  std::int64_t elements = 1;
-  for (const std::int64_t d : part.full_shape) elements *= d;
+  const std::int64_t elements = shape_size(part.full_shape);
   const auto data_offset = static_cast<std::int64_t>(header.size());
   NpyWrite result;
   std::unique_ptr<io::AtomicOutput>& out = result.file;

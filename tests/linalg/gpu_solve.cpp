@@ -21,10 +21,6 @@
 #include "solve_test_support.hpp"
 #include "test_support.hpp"
 
-#if HALFSCOPE_HAS_LAPACKE
-#include <lapacke.h>
-#endif
-
 namespace halfscope::linalg {
 namespace {
 
@@ -73,24 +69,11 @@ struct Checked {
   double error, bound;
 };
 Checked check_solve(const Problem& p, const Array& x, GemmVariant v) {
-  const std::int64_t n = p.n, r = p.r;
-  // Reference: A X^T = B^T in FP64 (A symmetric), row-major B^T is n x r.
-  std::vector<double> a(p.a.begin(), p.a.end()), bt(static_cast<std::size_t>(n * r));
-  for (std::int64_t q = 0; q < r; ++q)
-    for (std::int64_t i = 0; i < n; ++i)
-      bt[static_cast<std::size_t>(i * r + q)] = p.b[static_cast<std::size_t>(q * n + i)];
-  EXPECT_EQ(
-      LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', static_cast<lapack_int>(n), static_cast<lapack_int>(r),
-                    a.data(), static_cast<lapack_int>(n), bt.data(), static_cast<lapack_int>(r)),
-      0);
-  double num = 0.0, den = 0.0, trace = 0.0, norm = 0.0;
-  for (std::int64_t q = 0; q < r; ++q)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double ref = bt[static_cast<std::size_t>(i * r + q)];
-      const double d = x.data_as<float>()[q * n + i] - ref;
-      num += d * d;
-      den += ref * ref;
-    }
+  const std::int64_t n = p.n;
+  // Reference: X A = B in FP64 (LAPACK dposv of the same FP32 matrix and right-hand sides).
+  const std::vector<double> ref = test::dposv_rows(std::vector<double>(p.a.begin(), p.a.end()),
+                                                   std::vector<double>(p.b.begin(), p.b.end()), n);
+  double trace = 0.0, norm = 0.0;
   for (std::int64_t i = 0; i < n; ++i) {
     trace += p.a[static_cast<std::size_t>(i * n + i)];
     for (std::int64_t j = 0; j < n; ++j)
@@ -99,7 +82,7 @@ Checked check_solve(const Problem& p, const Array& x, GemmVariant v) {
   }
   const double e =
       (gamma(n + 1, std::ldexp(1.0, -24)) + variant_term(v, n)) * trace / std::sqrt(norm);
-  return {std::sqrt(num / den), 2 * kKappaBound * 3 * e};
+  return {test::relative_error(x.data_as<float>(), ref), 2 * kKappaBound * 3 * e};
 }
 #endif
 
@@ -118,13 +101,7 @@ double difference_from_cpu(const Problem& p, const Array& x,
              p.l.storage.nbytes());
   std::vector<float> b = p.b;
   detail::solve_right_cpu(host_l, b.data(), p.r, variants);
-  double num = 0.0, den = 0.0;
-  for (std::size_t e = 0; e < b.size(); ++e) {
-    const double d = static_cast<double>(x.data_as<float>()[e]) - b[e];
-    num += d * d;
-    den += static_cast<double>(b[e]) * b[e];
-  }
-  return std::sqrt(num / den);
+  return test::relative_error(x.data_as<float>(), std::vector<double>(b.begin(), b.end()));
 }
 double emulation_tolerance(GemmVariant v) {
   const int bits = v == GemmVariant::BF16                         ? 8

@@ -2,7 +2,7 @@
 // look-ahead of one panel.
 //
 // Step k on the panel stream P: spotrf(k, k) (info kept on the device), one solve of the tiles
-// below it (gathered into a tall matrix, panel_trsm), conversion of the panel into each
+// below it (panel_trsm, where they lie), conversion of the panel into each
 // low-precision format a consumer needs (each tile once, into a double-buffered panel copy), event
 // panel_done[k], then the update of column k + 1 with panel k (so panel k + 1 can start at once).
 // On the update stream U: wait panel_done[k], update column k + 2 first (ssyrk on the diagonal
@@ -136,14 +136,14 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
   HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), stream));  // kNoFailure
   s.infos = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
   HS_CUDA_CHECK(cudaMemsetAsync(s.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), stream));
-  s.tall = static_cast<float*>(s.take(std::max<std::int64_t>(panel_elems, 1) * 4, stream));
+  s.leaf = static_cast<float*>(s.take(panel_trsm_scratch(n - nb, nb) * 4, stream));
   if (fc.fast_fp32 && panel_elems > 0) {
     fc.split[0] = static_cast<float*>(s.take(2 * panel_elems * 4, stream));
     fc.split[1] = fc.split[0] + panel_elems;
   }
   // The size query reads no data: any device pointer does.
   HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver, CUBLAS_FILL_MODE_LOWER,
-                                                static_cast<int>(std::min(nb, n)), s.tall,
+                                                static_cast<int>(std::min(nb, n)), s.leaf,
                                                 static_cast<int>(std::min(nb, n)), &s.lwork));
   s.work = static_cast<float*>(
       s.take(std::max(s.lwork, 1) * static_cast<std::int64_t>(sizeof(float)), stream));
@@ -161,7 +161,8 @@ std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVaria
       if (v == GemmVariant::HP3 || v == GemmVariant::DP)
         c_used[static_cast<int>(c_format(v))] = true;
     }
-  std::int64_t bytes = panel_elems * 4 + nt * 4 + 8;  // tall, pivots, flag
+  // panel_trsm's scratch, pivots, flag
+  std::int64_t bytes = panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
     if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;
@@ -170,23 +171,16 @@ std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVaria
   return bytes + bytes / 100 + (4 << 20);
 }
 
-void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, cudaStream_t stream,
-                          float* work, int lwork, int* infos, float* tall, std::int64_t k) const {
-  const std::int64_t hk = height(k), n = a.layout.rows();
+void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, float* work, int lwork,
+                          int* infos, float* leaf, std::int64_t k) const {
+  const std::int64_t hk = height(k);
   HS_CUSOLVER_CHECK(cusolverDnSpotrf(solver, CUBLAS_FILL_MODE_LOWER, static_cast<int>(hk),
                                      tile(k, k), static_cast<int>(hk), work, lwork, infos + k));
   if (k + 1 >= nt) return;
-  const std::int64_t rows = n - (k + 1) * nb;
-  BlockSet tiles;
-  tiles.base = base, tiles.first = offset(k + 1, k), tiles.stride = nb * nb;
-  tiles.count = nt - k - 1, tiles.rows = nb, tiles.last_rows = height(nt - 1), tiles.cols = nb;
-  tiles.dst_stride = nb, tiles.dst_ld = rows, tiles.tag_base = 1;  // copies never overflow
-  convert_blocks(tiles, Rounding::copy, tall, flag, stream);
-  panel_trsm(blas, tile(k, k), nb, tall, rows, rows, nb);
-  BlockSet back = tiles;
-  back.base = tall, back.first = 0, back.stride = nb, back.src_ld = rows;
-  back.dst_stride = nb * nb, back.dst_ld = 0;
-  convert_blocks(back, Rounding::copy, tile(k + 1, k), flag, stream);
+  PanelBlocks panel;  // the tiles below (k, k), where they lie
+  panel.x = tile(k + 1, k), panel.count = nt - k - 1, panel.rows = nb;
+  panel.last_rows = height(nt - 1), panel.stride = nb * nb;
+  panel_trsm(blas, tile(k, k), nb, panel, nb, leaf);
 }
 
 void Factor::convert_panel(cudaStream_t stream, FailureCode* const* tags, std::int64_t k) const {
@@ -252,7 +246,7 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   }
   const DrainStreams drain{p, u};
   for (std::int64_t k = 0; k < nt; ++k) {
-    fc.factor_panel(solver.get(), panel_blas.get(), p, ps.work, ps.lwork, ps.infos, ps.tall, k);
+    fc.factor_panel(solver.get(), panel_blas.get(), ps.work, ps.lwork, ps.infos, ps.leaf, k);
     // Parity k % 2 was last read by step k - 2's updates.
     if (k >= 2 && k + 1 < nt) HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));
     fc.convert_panel(p, ps.tags, k);

@@ -2,7 +2,7 @@
 // columns dealt round-robin over the listed devices (a 1 x G block-cyclic grid, the layout a
 // single host's few GPUs want: every panel goes to every device anyway).
 //
-// Step k: the owner of column k factors its panel on its panel stream (spotrf, one tall solve,
+// Step k: the owner of column k factors its panel on its panel stream (spotrf, one panel solve,
 // the low-precision copies its consumers need), as on one device; every other device copies the
 // whole column k (the diagonal tile too) peer to peer into the same place of its own copy of the
 // layout (NVLink where present) and makes its own low-precision copies; each device then updates
@@ -128,8 +128,8 @@ void set_up(Part& part, TileMatrix& a, const std::vector<GemmVariant>& variants,
 // Step k's panel on its owner (Factor::factor_panel).
 void factor_panel(Part& part, std::int64_t k) {
   const PanelScratch& ps = part.ps;
-  part.fc->factor_panel(part.solver->get(), part.panel_blas->get(), part.p->get(), ps.work,
-                        ps.lwork, ps.infos, ps.tall, k);
+  part.fc->factor_panel(part.solver->get(), part.panel_blas->get(), ps.work, ps.lwork, ps.infos,
+                        ps.leaf, k);
 }
 
 // The low-precision copies of panel k this device's updates read (parity k % 2).

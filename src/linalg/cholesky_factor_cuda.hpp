@@ -91,13 +91,12 @@ struct Factor {
     return p + (i - (far ? streamed_row0 : k + 1)) * nb * nb * format_bytes(f);
   }
 
-  // Step k's panel on `stream`: spotrf of (k, k) (its info into infos[k]), then one solve of
-  // the tiles below it (panel_trsm, strict FP32). Those tiles each have their own leading
-  // dimension, so they are gathered into one tall column-major matrix (`tall`,
-  // (n - (k + 1) nb) x nb) and scattered back: one tall solve keeps the GPU busy where a strsm
-  // per tile (measured: the panel stream's critical path) did not.
-  void factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, cudaStream_t stream,
-                    float* work, int lwork, int* infos, float* tall, std::int64_t k) const;
+  // Step k's panel on the handles' stream: spotrf of (k, k) (its info into infos[k]), then one
+  // solve of the tiles below it where they lie (panel_trsm, strict FP32, `leaf` its scratch):
+  // one solve of the whole panel keeps the GPU busy where a strsm per tile (measured: the panel
+  // stream's critical path) did not.
+  void factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, float* work, int lwork,
+                    int* infos, float* leaf, std::int64_t k) const;
 
   // The low-precision copies of panel k (its tiles below the diagonal, or from streamed_row0
   // for a streamed panel) into panel[f][k % 2] for every format in use; tags[f]: the device
@@ -285,7 +284,7 @@ struct PanelScratch {
   int* infos = nullptr;              // POTRF info per step
   float* work = nullptr;             // cuSOLVER's workspace
   int lwork = 0;
-  float* tall = nullptr;  // the panel's gathered TRSM operand
+  float* leaf = nullptr;  // panel_trsm's scratch
 
   void* take(std::int64_t size, cudaStream_t stream) {
     blocks.push_back(std::make_unique<cuda::StreamScratch>(size, stream));
@@ -296,7 +295,7 @@ struct PanelScratch {
 
 /// Allocates on `stream` what every factorization step needs: fc.panel (two copies per operand
 /// format in use, (n - nb) x nb each), the consumer-tag tables, fc.c_scratch of HP3 / DP, fc.flag
-/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and the tall TRSM buffer.
+/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and panel_trsm's scratch.
 /// Synchronises `stream` (the host tables it uploads are then free).
 void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s);
 

@@ -11,8 +11,8 @@
 //     the updates with column k), converted to the low-precision formats its consumers need, and
 //     applied to every column of the slab: exactly the trailing updates the in-core factorization
 //     would have made with panel k, in the same order (k ascending), with the same variants;
-//  3. the in-core steps k = c0 .. c1 - 1 restricted to the slab (panel stream: spotrf, tall
-//     strsm, conversions, look-ahead on column k + 1; update stream: the slab's other columns);
+//  3. the in-core steps k = c0 .. c1 - 1 restricted to the slab (panel stream: spotrf, panel
+//     solve, conversions, look-ahead on column k + 1; update stream: the slab's other columns);
 //     column k is copied back to the host (copy-out stream) as soon as its panel is done, so the
 //     copies overlap the slab's remaining updates and the next slab's left phase can stream it.
 // Data moved: the matrix in and out once, plus sum over slabs of the factored columns' part below
@@ -244,7 +244,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     const std::int64_t c0 = starts[s], c1 = starts[s + 1];
     HS_CUDA_CHECK(cudaStreamWaitEvent(p, left_done[0]->get(), 0));
     for (std::int64_t k = c0; k < c1; ++k) {
-      fc.factor_panel(solver.get(), panel_blas.get(), p, ps.work, ps.lwork, ps.infos, ps.tall, k);
+      fc.factor_panel(solver.get(), panel_blas.get(), ps.work, ps.lwork, ps.infos, ps.leaf, k);
       // Parity k % 2 was last read by step k - 2's updates (or by the left phase, waited above).
       if (k - 2 >= c0 && k + 1 < nt)
         HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));

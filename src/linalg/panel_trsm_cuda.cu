@@ -2,49 +2,122 @@
 //
 // cuBLAS's strsm of a whole tall panel (97k x 1024 at the E-ELT size) spent 5.3 ms in its own
 // triangular kernels and 2.8 ms in SIMT GEMMs per early step on an H100 (profile in
-// docs/cholesky.md). Halving the columns keeps the strsm kernels on narrow blocks (rows x 128,
-// an eighth of the triangle's flops) and gives the rest to plain FP32 GEMMs. Those stay on the
-// FP32 pipes on purpose: they run beside the trailing update's FP16 tensor-core GEMMs, where a
-// 3xTF32 version (tried) competed with them for the tensor cores and made the factorization
-// slower.
+// docs/cholesky.md). Halving the columns keeps the triangular work on narrow blocks (rows x 128,
+// an eighth of the triangle's flops) and gives the rest to plain FP32 GEMMs. The leaves were
+// strsm calls at 4-16 TFLOP/s on an H200 (158 ms of the E-ELT factorization, while the trailing
+// update's persistent GEMMs leave no room to overlap them); each is now a GEMM by the leaf's
+// inverse (diag_inverse_cuda.cu). The GEMMs run batched over the panel's tiles where they lie,
+// so the panel is no longer gathered into one tall matrix and scattered back (32 ms of copies).
+// All of it stays on the FP32 pipes on purpose: a 3xTF32 version of the GEMMs between halves
+// (tried) made the factorization slower.
 #include "linalg/panel_trsm_cuda.hpp"
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "halfscope/core/cublas.hpp"
+#include "halfscope/core/cuda.hpp"
 #include "halfscope/core/error.hpp"
+#include "linalg/diag_inverse_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
 namespace {
 
-constexpr std::int64_t kLeaf = 128;
+constexpr std::int64_t kLeaf = kInverseLeaf;
 
-void solve(cublasHandle_t blas, const float* l, std::int64_t ldl, float* x, std::int64_t ldx,
-           std::int64_t rows, std::int64_t w) {
-  if (w <= kLeaf) {
-    const float one = 1.0f;
-    const PedanticMath strict(blas);
-    HS_CUBLAS_CHECK(cublasStrsm(blas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
-                                CUBLAS_DIAG_NON_UNIT, static_cast<int>(rows), static_cast<int>(w),
-                                &one, l, static_cast<int>(ldl), x, static_cast<int>(ldx)));
-    return;
+struct Solver {
+  cublasHandle_t blas;
+  cudaStream_t stream;
+  std::int64_t ldl;
+  PanelBlocks p;
+  const float* inverses;  // -L_bb^-1 of leaf b at b kLeaf^2, ld kLeaf
+  float* copy;            // a leaf's T: the blocks' columns packed, block t at t rows w
+
+  // `height` runs of `width` floats, `src_pitch` / `dst_pitch` floats apart.
+  void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,
+               std::int64_t width, std::int64_t height) const {
+    const std::size_t bytes = static_cast<std::size_t>(width) * sizeof(float);
+    if (height == 1) {
+      HS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
+    HS_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_pitch) * sizeof(float), src,
+                                    static_cast<std::size_t>(src_pitch) * sizeof(float), bytes,
+                                    static_cast<std::size_t>(height), cudaMemcpyDeviceToDevice,
+                                    stream));
   }
-  const std::int64_t h1 = std::max<std::int64_t>(kLeaf, w / 2 / kLeaf * kLeaf), h2 = w - h1;
-  solve(blas, l, ldl, x, ldx, rows, h1);
-  // X2 -= X1 L21^T with L21 = rows h1 .. w - 1, columns 0 .. h1 - 1 of l.
-  GemmBatch g;
-  g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_T, g.m = rows, g.n = h2, g.k = h1;
-  g.a = x, g.lda = ldx, g.b = l + h1, g.ldb = ldl, g.c = x + h1 * ldx, g.ldc = ldx;
-  gemm_batched(blas, GemmVariant::SP, g);
-  solve(blas, l + h1 + h1 * ldl, ldl, x + h1 * ldx, ldx, rows, h2);
-}
+
+  // The full-height blocks, then the short last one: (first block, count, rows, ld) runs.
+  template <class F>
+  void runs(F&& f) const {
+    const bool short_last = p.last_rows != p.rows;
+    const std::int64_t full = p.count - (short_last ? 1 : 0);
+    if (full > 0) f(std::int64_t{0}, full, p.rows, p.ld > 0 ? p.ld : p.rows);
+    if (short_last) f(full, std::int64_t{1}, p.last_rows, p.ld > 0 ? p.ld : p.last_rows);
+  }
+
+  // X = T L^-T = -T (-L^-1)^T for columns [c0, c0 + w), T copied aside (a GEMM cannot write its
+  // own operand).
+  void leaf(std::int64_t c0, std::int64_t w) const {
+    const float* inv = inverses + c0 / kLeaf * kLeaf * kLeaf;
+    runs([&](std::int64_t t0, std::int64_t count, std::int64_t rows, std::int64_t ld) {
+      float* x = p.x + t0 * p.stride + c0 * ld;
+      float* t = copy + t0 * p.rows * w;
+      if (ld == rows) {  // each block's columns contiguous: one copy for the run
+        copy_2d(t, rows * w, x, p.stride, rows * w, count);
+      } else {
+        for (std::int64_t b = 0; b < count; ++b)
+          copy_2d(t + b * rows * w, rows, x + b * p.stride, ld, rows, w);
+      }
+      const float minus_one = -1.0f, zero = 0.0f;
+      const PedanticMath strict(blas);
+      HS_CUBLAS_CHECK(cublasSgemmStridedBatched(
+          blas, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(rows), static_cast<int>(w),
+          static_cast<int>(w), &minus_one, t, static_cast<int>(rows), rows * w, inv,
+          static_cast<int>(kLeaf), 0, &zero, x, static_cast<int>(ld), p.stride,
+          static_cast<int>(count)));
+    });
+  }
+
+  // Columns [c0, c0 + w) of X, with l at its row and column c0.
+  void solve(const float* l, std::int64_t c0, std::int64_t w) const {
+    if (w <= kLeaf) return leaf(c0, w);
+    const std::int64_t h1 = std::max(kLeaf, w / 2 / kLeaf * kLeaf), h2 = w - h1;
+    solve(l, c0, h1);
+    // X2 -= X1 L21^T with L21 = rows h1 .. w - 1, columns 0 .. h1 - 1 of l.
+    runs([&](std::int64_t t0, std::int64_t count, std::int64_t rows, std::int64_t ld) {
+      GemmBatch g;
+      g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_T, g.m = rows, g.n = h2, g.k = h1;
+      g.a = p.x + t0 * p.stride + c0 * ld, g.lda = ld, g.stride_a = p.stride;
+      g.b = l + h1, g.ldb = ldl, g.stride_b = 0;
+      g.c = p.x + t0 * p.stride + (c0 + h1) * ld, g.ldc = ld, g.stride_c = p.stride;
+      g.batch = count;
+      gemm_batched(blas, GemmVariant::SP, g);
+    });
+    solve(l + h1 + h1 * ldl, c0 + h1, h2);
+  }
+};
 
 }  // namespace
 
-void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, float* x, std::int64_t ldx,
-                std::int64_t rows, std::int64_t w) {
-  if (rows > 0 && w > 0) solve(blas, l, ldl, x, ldx, rows, w);
+std::int64_t panel_trsm_scratch(std::int64_t rows, std::int64_t w) noexcept {
+  const std::int64_t leaves = (w + kLeaf - 1) / kLeaf;
+  return leaves * kLeaf * kLeaf + std::max<std::int64_t>(rows, 0) * kLeaf;
+}
+
+void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, const PanelBlocks& p,
+                std::int64_t w, float* scratch) {
+  if (p.count <= 0 || p.rows <= 0 || w <= 0) return;
+  cudaStream_t stream = nullptr;
+  HS_CUBLAS_CHECK(cublasGetStream(blas, &stream));
+  TriangularBlocks tile;
+  tile.base = l, tile.ld = ldl, tile.w = w;
+  leaf_inverses(tile, scratch, kLeaf, kLeaf * kLeaf, 0, stream);
+  const std::int64_t leaves = (w + kLeaf - 1) / kLeaf;
+  const Solver s{blas, stream, ldl, p, scratch, scratch + leaves * kLeaf * kLeaf};
+  s.solve(l, 0, w);
 }
 
 }  // namespace halfscope::linalg::detail

@@ -1,15 +1,16 @@
 // GPU triangular solves with a tile Cholesky factor (src/linalg/solve_cuda.hpp): X A = B with
 // A = L L^T, B r x n row-major = B' (n x r column-major, ld n).
 //
-// Forward, L Y' = B', step k: strsm of block row k (W_k = L_kk^-1 B'_k), W_k converted once into
+// Forward, L Y' = B', step k: block row k solved (W_k = L_kk^-1 B'_k: by the tile's explicit
+// inverse as a 3xTF32 GEMM when r >= nb, diag_inverse_cuda.cu; else strsm), W_k converted once into
 // the formats its consumers use, panel tiles (i, k) converted once likewise, then
 // B'_i -= L_ik W_k for i > k as strided-batched GEMMs over runs of equal variants (A stride nb^2,
-// B stride 0, C stride nb rows of B'). Backward, L^T X' = Y', step k from the last: strsm with
-// L_kk^T (Z_k), then W_i -= L_ki^T Z_k for i < k: the row tiles (k, i) are gathered into one
-// packed buffer per low-precision format so they batch the same way; SP reads them in place, one
-// GEMM per tile. HP2 / HP3 / DP, which round or widen C, run one tile at a time. One stream: each
-// step needs the previous one, and every GEMM spans all r right-hand sides. Overflow flags stay
-// on the device and are read once at the end.
+// B stride 0, C stride nb rows of B'). Backward, L^T X' = Y', step k from the last: solve with
+// L_kk^T (Z_k, the same way), then W_i -= L_ki^T Z_k for i < k: the row tiles (k, i) are gathered
+// into one packed buffer per low-precision format so they batch the same way; SP reads them in
+// place, one GEMM per tile. HP2 / HP3 / DP, which round or widen C, run one tile at a time. One
+// stream: each step needs the previous one, and every GEMM spans all r right-hand sides. Overflow
+// flags stay on the device and are read once at the end.
 //
 // Spans of kSpan tile columns: an update with one tile column reads and writes all of B' below
 // (or above) it for 2 nb flops per element, which is memory-bound on an H100 (805 ms of E-ELT
@@ -30,6 +31,7 @@
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
+#include "linalg/diag_inverse_cuda.hpp"
 #include "linalg/solve_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
@@ -52,6 +54,8 @@ struct Solver {
   void* c_scratch[kFormats] = {};
   void* span_tiles[kFormats] = {};  // a span's tiles of L, packed per tile row (n x kSpan nb)
   void* span_block[kFormats] = {};  // a span's solved blocks stacked (kSpan nb x r)
+  float* inverses = nullptr;        // -L_kk^-1 of every diagonal tile (nb^2 each), when r >= nb
+  float* inverse_scratch = nullptr;
   FailureCode* flag = nullptr;
   // Skip/overflow tags of every step's panel conversions, built once per solve and uploaded in
   // one copy (Finding 9: a host table, an allocation and a pageable upload per step and format
@@ -185,15 +189,30 @@ struct Solver {
     }
   }
 
-  // Step k of the forward pass: strsm of block k, then B'_i -= L_ik W_k for k < i < row_end.
-  void forward(std::int64_t k, std::int64_t row_end) const {
+  // B'_k = L_kk^-1 B'_k (forward) or L_kk^-T B'_k (backward): by the tile's inverse on tensor
+  // cores where there are enough right-hand sides for the inverse to pay (the forward pass forms
+  // it, the backward pass reuses it), else by a strict FP32 strsm.
+  void solve_diagonal(std::int64_t k, std::int64_t step, bool transpose) const {
     const std::int64_t hk = height(k);
+    if (inverses != nullptr) {
+      float* inv = inverses + k * nb * nb;
+      if (!transpose) join_inverse(h, tile(k, k), hk, hk, inv, inverse_scratch);
+      apply_inverse(h, inv, hk, transpose, b + k * nb, n, r, inverse_scratch, flag,
+                    failure_code(step, FailureKind::operand, false, k, k),
+                    failure_code(step, FailureKind::operand, true, k, k));
+      return;
+    }
     const float one = 1.0f;
     const PedanticMath strict(h);
-    HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                                CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
-                                &one, tile(k, k), static_cast<int>(hk), b + k * nb,
-                                static_cast<int>(n)));
+    HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
+                                transpose ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT,
+                                static_cast<int>(hk), static_cast<int>(r), &one, tile(k, k),
+                                static_cast<int>(hk), b + k * nb, static_cast<int>(n)));
+  }
+
+  // Step k of the forward pass: block k solved, then B'_i -= L_ik W_k for k < i < row_end.
+  void forward(std::int64_t k, std::int64_t row_end) const {
+    solve_diagonal(k, k, false);
     if (k + 1 >= row_end) return;
     std::vector<bool> formats(kFormats, false);
     for (std::int64_t i = k + 1; i < row_end; ++i)
@@ -283,15 +302,10 @@ struct Solver {
     }
   }
 
-  // Step k of the backward pass: strsm with L_kk^T, then W_i -= L_ki^T Z_k for row_begin <= i < k.
+  // Step k of the backward pass: solve with L_kk^T, then W_i -= L_ki^T Z_k for row_begin <= i < k.
   void backward(std::int64_t k, std::int64_t row_begin, const std::int64_t* dev_offsets) const {
     const std::int64_t hk = height(k), step = 2 * nt - 1 - k;  // after every forward step
-    const float one = 1.0f;
-    const PedanticMath strict(h);
-    HS_CUBLAS_CHECK(cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T,
-                                CUBLAS_DIAG_NON_UNIT, static_cast<int>(hk), static_cast<int>(r),
-                                &one, tile(k, k), static_cast<int>(hk), b + k * nb,
-                                static_cast<int>(n)));
+    solve_diagonal(k, step, true);
     if (k <= row_begin) return;
     std::vector<bool> formats(kFormats, false);
     for (std::int64_t i = row_begin; i < k; ++i)
@@ -362,7 +376,23 @@ struct Solver {
     }
   }
 
+  // The leaves of every diagonal tile's inverse, in one launch per tile height (the forward
+  // steps join them), the blocks above them zero.
+  void prepare_inverses(const std::int64_t* dev_offsets) const {
+    HS_CUDA_CHECK(cudaMemsetAsync(inverses, 0, static_cast<std::size_t>(nt * nb * nb) * 4, s));
+    const std::int64_t last = height(nt - 1), full = last == nb ? nt : nt - 1;
+    TriangularBlocks tiles;
+    tiles.base = base, tiles.offsets = dev_offsets, tiles.offset_stride = nt + 1;
+    tiles.count = full, tiles.ld = nb, tiles.w = nb;
+    leaf_inverses(tiles, inverses, nb, kInverseLeaf * (nb + 1), nb * nb, s);
+    if (full == nt) return;
+    tiles.offsets = dev_offsets + (nt - 1) * (nt + 1), tiles.count = 1;
+    tiles.ld = last, tiles.w = last;
+    leaf_inverses(tiles, inverses + (nt - 1) * nb * nb, last, kInverseLeaf * (last + 1), 0, s);
+  }
+
   void solve(const std::int64_t* dev_offsets) const {
+    if (inverses != nullptr) prepare_inverses(dev_offsets);
     for (std::int64_t k0 = 0; k0 < nt; k0 += kSpan) {
       const std::int64_t k1 = std::min(k0 + kSpan, nt);
       const bool fused = span_fuses(k0, k1, true);
@@ -438,6 +468,10 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
   for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP})
     if (std::find(variants.begin(), variants.end(), v) != variants.end())
       sv.c_scratch[static_cast<int>(c_format(v))] = take(sv.nb * sv.r * format_bytes(c_format(v)));
+  if (sv.r >= sv.nb) {  // the inverses cost nb^3 flops per tile against nb^2 r they save
+    sv.inverses = static_cast<float*>(take(sv.nt * sv.nb * sv.nb * 4));
+    sv.inverse_scratch = static_cast<float*>(take(apply_inverse_scratch(sv.nb, sv.r) * 4));
+  }
   sv.flag = static_cast<FailureCode*>(take(sizeof(FailureCode)));
   HS_CUDA_CHECK(cudaMemsetAsync(sv.flag, 0xff, sizeof(FailureCode), s));
   for (std::int64_t k = 0; k < sv.nt; ++k)
@@ -463,6 +497,10 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
   const DecodedFailure d = decode_failure(code);
   const std::string v(gemm_variant_name(sv.variant(d.ti, d.tj)));
   const std::string pass = d.step < sv.nt ? "forward" : "backward";
+  if (d.kind == FailureKind::operand && !d.second && d.ti == d.tj)
+    throw NumericalError("solve_right (" + pass + " substitution): the inverse of diagonal tile " +
+                         tile_text(d.ti, d.tj) +
+                         " of L is not finite in FP32 (the tile is numerically singular)");
   std::string what = d.kind == FailureKind::operand
                          ? (d.second ? "an entry of the solved block " + std::to_string(d.ti)
                                      : "an entry of tile " + tile_text(d.ti, d.tj) + " of L")

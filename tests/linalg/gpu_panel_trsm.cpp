@@ -1,13 +1,16 @@
-// The factorization's panel solve (detail::panel_trsm, src/linalg/panel_trsm_cuda.cu) against
-// an FP64 solve on the host.
+// The factorization's panel solve (detail::panel_trsm, src/linalg/panel_trsm_cuda.cu), the
+// substitutions' diagonal solves by inverses (detail::apply_inverse) and the 3xTF32 GEMM against
+// FP64 on the host.
 //
 // X L^T = T with L lower triangular, diagonal in [1, 2], off-diagonal entries uniform in
-// [-1, 1] / w, so kappa(L) stays below 4. Every operation is FP32 (strsm leaves, FP32 GEMMs
-// between halves), so with random signs the relative Frobenius error stays below about
-// kappa sqrt(w) 2^-24 (5.4e-6 at w = 512 with kappa = 4); a block applied to the wrong columns,
-// or not at all, is off by O(1 / w) or more. Widths 512 (two levels of halving, leaves of 128),
-// 300 (128 + 172, then 128 + 44), 128 (one strsm leaf) and 97; leading dimensions larger than
-// the row count, whose padding rows must be left alone. Skips without a GPU.
+// [-1, 1] / w, so kappa(L) stays below 4. Every operation is FP32 (leaves by FP32 GEMMs with
+// their inverses, themselves formed by FP32 substitution; FP32 GEMMs between halves), so with
+// random signs the relative Frobenius error stays below about kappa sqrt(w) 2^-24, which the
+// leaves' inverses at most double: bound 8 sqrt(w) 2^-24 (1.1e-5 at w = 512); a block applied to
+// the wrong columns, or not at all, is off by O(1 / w) or more. Widths 512 (two levels of
+// halving, leaves of 128), 300 (128 + 172, then 128 + 44), 128 (one leaf) and 97; leading
+// dimensions larger than the row count, whose padding rows must be left alone. Skips without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
+#include "linalg/diag_inverse_cuda.hpp"
 #include "linalg/panel_trsm_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 #endif
@@ -64,7 +68,11 @@ TEST(GpuPanelTrsm, MatchesFp64Solve) {
     Array dl = Array::from_values<float>(l, {w, w}).to(Memory::device);
     Array dx = Array::from_values<float>(t, {w, c.ldx}).to(Memory::device);
     cuda::CublasHandle blas;
-    detail::panel_trsm(blas.get(), dl.data_as<float>(), w, dx.data_as<float>(), c.ldx, c.rows, w);
+    Array scratch(DType::f32, {detail::panel_trsm_scratch(c.rows, w)}, Memory::device);
+    detail::PanelBlocks panel;
+    panel.x = dx.data_as<float>(), panel.count = 1, panel.rows = c.rows;
+    panel.last_rows = c.rows, panel.ld = c.ldx;
+    detail::panel_trsm(blas.get(), dl.data_as<float>(), w, panel, w, scratch.data_as<float>());
     HS_CUDA_CHECK(cudaDeviceSynchronize());
     const Array hx = dx.to(Memory::host);
     double num = 0.0, den = 0.0;
@@ -78,11 +86,86 @@ TEST(GpuPanelTrsm, MatchesFp64Solve) {
         den += ref * ref;
       }
     const double err = std::sqrt(num / den);
-    const double bound = 4.0 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24);
+    const double bound = 8.0 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24);
     EXPECT_LE(err, bound) << "rows " << c.rows << " w " << w;
     std::cout << "[measured panel trsm] rows " << c.rows << " w " << w << " error " << err
               << " (bound " << bound << ")\n";
   }
+#endif
+}
+
+// L X = T and L^T X = T by the tile's inverse (detail::negated_inverse, then apply_inverse: 3xTF32
+// on tensor cores), L as in MatchesFp64Solve (kappa < 4), X w x r with ld w + 5 (the padding rows
+// must stay as they were). The inverse is formed in FP32 (leaves by substitution, the blocks
+// below them by GEMMs; error below kappa sqrt(w) 2^-24 relative), each product entry of the
+// application errs by at most 1.25 x 2^-20 of its absolute sum (Tf32x3GemmIsFp32Grade) plus sqrt(w)
+// 2^-24 of summation, each amplified by at most kappa: bound 2 kappa (2 sqrt(w) 2^-24 + 1.25 x
+// 2^-20) (2.1e-5 at w = 512). The inverse applied untransposed for L^T, or not at all, is off by
+// O(1 / sqrt(w)) or more. Widths 512 (leaves joined over two levels), 300 (128 + 172, then 128 +
+// 44) and 7 (one leaf).
+TEST(GpuDiagInverse, MatchesFp64Solve) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  for (const std::int64_t w : {512, 300, 7})
+    for (const bool transpose : {false, true}) {
+      const std::int64_t r = 700, ldx = w + 5;
+      std::mt19937_64 rng(3 + static_cast<std::uint64_t>(w));
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);  // column-major, ld w
+      for (std::int64_t j = 0; j < w; ++j) {
+        l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
+        for (std::int64_t i = j + 1; i < w; ++i)
+          l[static_cast<std::size_t>(j * w + i)] =
+              static_cast<float>(u(rng) / static_cast<double>(w));
+      }
+      auto at = [&](std::int64_t i, std::int64_t j) {  // op(L)_ij
+        return static_cast<double>(l[static_cast<std::size_t>(transpose ? i * w + j : j * w + i)]);
+      };
+      std::vector<float> t(static_cast<std::size_t>(ldx * r));
+      for (float& v : t) v = static_cast<float>(u(rng));
+      // FP64 substitution per column: forward for L, backward for L^T.
+      std::vector<double> x(t.begin(), t.end());
+      for (std::int64_t c = 0; c < r; ++c)
+        for (std::int64_t s = 0; s < w; ++s) {
+          const std::int64_t i = transpose ? w - 1 - s : s;
+          double sum = x[static_cast<std::size_t>(c * ldx + i)];
+          for (std::int64_t q = 0; q < w; ++q)
+            if (q != i && at(i, q) != 0.0)
+              sum -= at(i, q) * x[static_cast<std::size_t>(c * ldx + q)];
+          x[static_cast<std::size_t>(c * ldx + i)] = sum / at(i, i);
+        }
+      Array dl = Array::from_values<float>(l, {w, w}).to(Memory::device);
+      Array dx = Array::from_values<float>(t, {r, ldx}).to(Memory::device);
+      Array inv(DType::f32, {w, w}, Memory::device);
+      Array scratch(DType::f32, {detail::apply_inverse_scratch(w, r)}, Memory::device);
+      const std::vector<std::uint64_t> none{~0ULL};
+      Array flag = Array::from_values<std::uint64_t>(none, {1}).to(Memory::device);
+      auto* f = reinterpret_cast<detail::FailureCode*>(flag.data_as<std::uint64_t>());
+      cuda::CublasHandle blas;
+      detail::negated_inverse(blas.get(), dl.data_as<float>(), w, w, inv.data_as<float>(),
+                              scratch.data_as<float>());
+      detail::apply_inverse(blas.get(), inv.data_as<float>(), w, transpose, dx.data_as<float>(),
+                            ldx, r, scratch.data_as<float>(), f, 1, 2);
+      HS_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(flag.to(Memory::host).data_as<std::uint64_t>()[0], ~0ULL);
+      const Array hx = dx.to(Memory::host);
+      double num = 0.0, den = 0.0;
+      for (std::int64_t c = 0; c < r; ++c)
+        for (std::int64_t i = 0; i < ldx; ++i) {
+          const std::size_t e = static_cast<std::size_t>(c * ldx + i);
+          const double ref = i < w ? x[e] : static_cast<double>(t[e]);
+          const double d = hx.data_as<float>()[e] - ref;
+          num += d * d;
+          den += ref * ref;
+        }
+      const double err = std::sqrt(num / den);
+      const double bound = 2 * 4.0 *
+                           (2 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24) +
+                            1.25 * std::ldexp(1.0, -20));
+      EXPECT_LE(err, bound) << "w " << w << " transpose " << transpose;
+      std::cout << "[measured diagonal inverse solve] w " << w << (transpose ? " L^T" : " L")
+                << " error " << err << " (bound " << bound << ")\n";
+    }
 #endif
 }
 

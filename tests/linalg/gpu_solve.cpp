@@ -114,7 +114,8 @@ class GpuSolveTest : public ::testing::TestWithParam<GemmVariant> {};
 
 // Uniform variants: with NT > 4 the low-precision ones update B' outside each span of 4 tile
 // columns once (K = 4 nb), with a short last tile row in both passes (300 = 4 x 64 + 44,
-// 97 = 13 x 7 + 6).
+// 97 = 13 x 7 + 6). With r >= nb (70 and 9 right-hand sides) the diagonal tiles are solved by
+// their inverses on tensor cores, else by strsm.
 TEST_P(GpuSolveTest, MatchesFp64Solve) {
   HS_REQUIRE_GPU();
 #if !HALFSCOPE_HAS_LAPACKE
@@ -124,7 +125,8 @@ TEST_P(GpuSolveTest, MatchesFp64Solve) {
   struct Case {
     std::int64_t n, nb, r;
   };
-  for (const Case c : {Case{300, 64, 5}, Case{97, 7, 3}, Case{50, 64, 2}, Case{1, 8, 1}}) {
+  for (const Case c : {Case{300, 64, 5}, Case{300, 64, 70}, Case{97, 7, 3}, Case{97, 7, 9},
+                       Case{50, 64, 2}, Case{1, 8, 1}}) {
     const Problem p = make_problem(c.n, c.nb, c.r, 1.0f);
     const std::int64_t nt = p.l.layout.tile_rows();
     const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), v);
@@ -132,16 +134,17 @@ TEST_P(GpuSolveTest, MatchesFp64Solve) {
     solve_on_device(p.l, b, variants);
     const Array x = b.to(Memory::host);
     const Checked e = check_solve(p, x, v);
-    EXPECT_LE(e.error, e.bound) << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb;
+    EXPECT_LE(e.error, e.bound) << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb
+                                << " r=" << c.r;
     // HP2 rounds every updated block to FP16, where an ulp flipped by the summation order is
     // 2^-11 of the block; it never runs in spans, so it is left out of this comparison.
     if (v != GemmVariant::HP2) {
       EXPECT_LE(difference_from_cpu(p, x, variants), emulation_tolerance(v))
-          << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb;
+          << gemm_variant_name(v) << " n=" << c.n << " nb=" << c.nb << " r=" << c.r;
     }
     if (c.n == 300)
-      std::cout << "[measured gpu solve] " << gemm_variant_name(v) << " n=300 nb=64 r=5 error "
-                << e.error << " (bound " << e.bound << ")\n";
+      std::cout << "[measured gpu solve] " << gemm_variant_name(v) << " n=300 nb=64 r=" << c.r
+                << " error " << e.error << " (bound " << e.bound << ")\n";
   }
 #endif
 }
@@ -200,6 +203,30 @@ TEST(GpuSolve, Fp16OverflowOfSolvedBlockIsReported) {
   } catch (const NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("forward substitution"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("solved block 0"), std::string::npos) << e.what();
+  }
+}
+
+// A diagonal tile whose FP32 inverse overflows (L_00 = 1e-20 I + strictly lower ones, inverse
+// entries up to 1e20^64) solved by its inverse (r >= nb): reported, naming the tile, not left as
+// Inf and NaN in X.
+TEST(GpuSolve, NonFiniteDiagonalInverseIsReported) {
+  HS_REQUIRE_GPU();
+  const std::int64_t n = 128, nb = 64, r = 64;
+  std::vector<double> l(static_cast<std::size_t>(n * n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j)
+      l[static_cast<std::size_t>(i * n + j)] = i == j ? (i < nb ? 1e-20 : 1.0) : (i < nb ? 1.0 : 0);
+  const TileMatrix tiles = TileMatrix::from_dense(Array::from_values<double>(l, {n, n}), nb,
+                                                  TileFill::lower, DType::f32, Memory::device);
+  const std::vector<GemmVariant> variants(4, GemmVariant::SP);
+  Array b = Array::from_values<float>(halfscope::test::random_floats(r * n, -1.0f, 1.0f, 3), {r, n})
+                .to(Memory::device);
+  try {
+    solve_on_device(tiles, b, variants);
+    ADD_FAILURE() << "no NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("inverse of diagonal tile (0, 0)"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -91,9 +91,11 @@ void print_evaluation(const ao::AoSystem& system, const Array& r, DeviceKind dev
 }
 
 // The report both paths print: R, the policies, the times, the factor's tiles and recoveries.
-void print_summary(const ao::Reconstructor& rec, const char* where, ao::TiptiltMethod tiptilt) {
-  std::cout << "R: " << rec.matrix.dim(0) << " x " << rec.matrix.dim(1) << " float32, policy "
-            << rec.factor.policy << ", solve policy " << rec.solve.policy << ", " << where << "\n";
+// `shape`: R's (over ranks, rank 0 may hold only its own rows of it).
+void print_summary(const ao::Reconstructor& rec, const Shape& shape, const char* where,
+                   ao::TiptiltMethod tiptilt) {
+  std::cout << "R: " << shape[0] << " x " << shape[1] << " float32, policy " << rec.factor.policy
+            << ", solve policy " << rec.solve.policy << ", " << where << "\n";
   std::cout << "LGS tip-tilt: " << ao::tiptilt_method_name(tiptilt) << " (" << rec.tiptilt_groups
             << " slope groups corrected)\n";
   std::cout << "times: covariance " << fixed(rec.covariance_ms, 2) << " ms, factor "
@@ -163,18 +165,32 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
   const std::int64_t factor_bytes = world.sum(part.factor_traffic.bytes_received);
   const std::int64_t solve_bytes = world.sum(part.solve_traffic.bytes_received);
   const std::int64_t most_rows = world.max(part.rows.count());
-  Array r = mpi::gather_rows(world, part, 0);  // R on rank 0, nothing elsewhere
+  const Shape shape{part.m, part.n};
+  // The evaluation needs all of R on rank 0 (FP64 covariances of the whole system, as without
+  // MPI): gathered then. Otherwise every rank writes its own rows into the file.
+  mpi::NpyWrite written;
+  Array r;
+  if (c.evaluate)
+    r = mpi::gather_rows(world, part, 0);  // R on rank 0, nothing elsewhere
+  else
+    written = mpi::write_rows_npy(world, part, c.output, 0);
+  if (written.ranks_without_file > 0 && g.rank == 0)
+    warn("ao reconstructor: " + std::to_string(written.ranks_without_file) +
+         " rank(s) cannot open " + c.output +
+         " on rank 0's file system: R was gathered on rank 0 and written there");
   ao::Reconstructor rec = std::move(part.local);
-  rec.matrix = std::move(r);
   mpi::agree(world, [&] {
     if (g.rank != 0) return;
-    print_summary(rec, "cpu", o.tiptilt);
+    print_summary(rec, shape, "cpu", o.tiptilt);
     std::cout << "MPI: " << g.ranks << " ranks, grid " << grid.rows << " x " << grid.cols
               << ", at most " << most_rows << " rows of R per rank; received " << factor_bytes
               << " bytes in the factorization, " << solve_bytes << " in the solves\n";
-    // The evaluation runs on rank 0 alone (FP64 covariances of the whole system, as without MPI).
-    if (c.evaluate) print_evaluation(system, rec.matrix, DeviceKind::Cpu, c.wavelength_m);
-    io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
+    if (c.evaluate) {
+      print_evaluation(system, r, DeviceKind::Cpu, c.wavelength_m);
+      io::write_npy(c.output, r);  // atomic: nothing under the name on failure
+    } else {
+      written.file->commit();
+    }
   });
   info(g, "wrote " + c.output);
 }
@@ -206,7 +222,7 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
               std::to_string(o.tile) + ", " + where +
               (o.devices.empty() ? "" : ", devices " + device_list_text(o.devices)));
   const ao::Reconstructor rec = ao::tomographic_reconstructor(system, o);
-  print_summary(rec, where, o.tiptilt);
+  print_summary(rec, rec.matrix.shape(), where, o.tiptilt);
   if (!o.devices.empty())
     std::cout << "devices " << device_list_text(o.devices) << ": factorization copied "
               << rec.factor.device_to_device_bytes << " bytes device->device\n";

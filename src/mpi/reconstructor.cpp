@@ -133,6 +133,27 @@ Array gather_rows(const Comm& comm, const ReconstructorPart& part, int root) {
   return r;
 }
 
+NpyWrite write_rows_npy(const Comm& comm, const ReconstructorPart& part,
+                        const std::filesystem::path& path, int root) {
+  SharedNpy out(comm, path, {part.m, part.n}, root);
+  NpyWrite result;
+  result.ranks_without_file = out.ranks_without_file();
+  if (result.ranks_without_file > 0) {
+    const Array whole = gather_rows(comm, part, root);
+    agree(comm, [&] {
+      if (comm.rank() == root) out.write(whole.data_as<float>(), whole.size(), 0);
+    });
+  } else {
+    agree(comm, [&] {
+      const Array& mine = part.local.matrix;
+      if (!mine.empty()) out.write(mine.data_as<float>(), mine.size(), part.rows.begin * part.n);
+      out.sync();
+    });
+  }
+  result.file = out.release();
+  return result;
+}
+
 ao::Reconstructor tomographic_reconstructor(const Comm& comm, const ao::AoSystem& system,
                                             const ao::ReconstructorOptions& options,
                                             ProcessGrid grid) {

@@ -3,10 +3,10 @@
 Over ranks, Cmm is generated tile by tile where it is owned (the same FP32 value per element),
 factored by the MPI tile Cholesky (the one-process factor bit for bit) and each rank solves its
 block of R's rows with the factor's panels broadcast to it, applying the same kernels to each row
-in the same order as the one-process solve: the file written under mpirun is compared byte for
-byte with the plain CLI's (docs/scaling.md). Both runs use a single-threaded OpenBLAS: its own
-thread count changes the last bits of the one-process R (measured on preset mid), and a launcher
-binding each rank to one core gives the ranks one thread.
+in the same order as the one-process solve, and writes its rows into one file: the file written
+under mpirun is compared byte for byte with the plain CLI's (docs/scaling.md). Both runs use a
+single-threaded OpenBLAS: its own thread count changes the last bits of the one-process R
+(measured on preset mid), and a launcher binding each rank to one core gives the ranks one thread.
 Failures end every rank with one message and no file.
 """
 import os
@@ -25,9 +25,9 @@ pytestmark = pytest.mark.skipif(
 SYSTEM, N, M = "preset:check", 912, 152
 
 
-def run(args, ranks=None, timeout=120):
+def run(args, ranks=None, timeout=120, env=None):
     launcher = shlex.split(MPIEXEC) + ["-n", str(ranks)] if ranks else []
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(launcher + [CLI, "-q", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -56,6 +56,21 @@ def test_reconstructor_equals_the_plain_cli(tmp_path, ranks, grid, options):
     assert f"MPI: {ranks} ranks, grid {expect_grid}" in over.stdout, over.stdout
     # Everything but the timings and the MPI line is the plain report.
     assert report(over.stdout) == report(plain.stdout)
+
+
+def test_ranks_without_a_shared_file_system_gather_r(tmp_path):
+    """Every rank writes its own rows of R into rank 0's file; a rank that cannot open it (the test
+    hook HALFSCOPE_UNSHARED_RANK pretends so) makes the write gather R on rank 0 instead: the same
+    bytes as the plain CLI either way, and one warning."""
+    common = ["--device", "cpu", "ao", "reconstructor", SYSTEM, "--tile", 100]
+    plain = run([*common, "-o", tmp_path / "plain.npy"])
+    assert plain.returncode == 0, plain.stderr
+    over = run([*common, "-o", tmp_path / "ranks.npy"], ranks=3,
+               env={"HALFSCOPE_UNSHARED_RANK": "2"})
+    assert over.returncode == 0, over.stderr
+    assert over.stderr.count("1 rank(s) cannot open") == 1, over.stderr
+    assert (tmp_path / "plain.npy").read_bytes() == (tmp_path / "ranks.npy").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.npy", "ranks.npy"]
 
 
 def report(text):

@@ -25,6 +25,7 @@
 #include "halfscope/io/file.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/mpi/comm.hpp"
+#include "halfscope/mpi/npy_write.hpp"
 
 namespace halfscope::mpi {
 
@@ -77,18 +78,11 @@ MfPart matched_filter(const Comm& comm, const Array& templates, const Array& dat
 Array gather_result(const Comm& comm, const MfPart& part, int root);
 
 /// The whole result as a .npy file at `path`, written without gathering it where the ranks share
-/// the file system (collective). `root` creates the temporary file of an io::AtomicOutput (the
-/// header, then the file extended to its full size); every rank that can open it writes its
-/// part's lines at their offsets (pwrite) and syncs; when some rank cannot (no shared file
-/// system), the result is gathered on `root` and written there. Every rank agrees on the outcome:
-/// a failed write throws on every rank and leaves nothing under `path`. Returns, on `root`, the
-/// output still uncommitted (commit() gives it its name; dropping it removes it), so that a
-/// caller can make several outputs appear together (nullptr on the other ranks), and on every
-/// rank how many ranks could not open the file (0: written by the ranks; else gathered).
-struct NpyWrite {
-  std::unique_ptr<io::AtomicOutput> file;
-  std::int64_t ranks_without_file = 0;
-};
+/// the file system (collective, through SharedNpy, halfscope/mpi/npy_write.hpp): every rank that
+/// can open the file writes its part's lines at their offsets (pwrite) and syncs; when some rank
+/// cannot (no shared file system), the result is gathered on `root` and written there. Every rank
+/// agrees on the outcome: a failed write throws on every rank and leaves nothing under `path`.
+/// Returns root's uncommitted output and the count of ranks without the file (NpyWrite).
 NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::filesystem::path& path,
                           int root);
 

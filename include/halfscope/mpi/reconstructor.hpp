@@ -11,12 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/ao/system.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/mpi/cholesky.hpp"
 #include "halfscope/mpi/covariance.hpp"
+#include "halfscope/mpi/npy_write.hpp"
 #include "halfscope/mpi/solve.hpp"
 #include "halfscope/mpi/tiles.hpp"
 
@@ -50,6 +52,14 @@ struct ReconstructorPart {
 /// R (m x n float32) on `root` from every rank's part; an empty Array on the other ranks.
 /// Collective.
 [[nodiscard]] Array gather_rows(const Comm& comm, const ReconstructorPart& part, int root);
+
+/// R written as one .npy file (m x n float32) by every rank, each its own rows in one pwrite
+/// (collective, through SharedNpy, halfscope/mpi/npy_write.hpp), so that no rank holds all of R
+/// (4.5 GB at the E-ELT size); when some rank cannot open root's file, R is gathered on `root` and
+/// written there. A failed write throws on every rank and leaves nothing under `path`. Returns
+/// root's uncommitted output and the count of ranks without the file (NpyWrite).
+NpyWrite write_rows_npy(const Comm& comm, const ReconstructorPart& part,
+                        const std::filesystem::path& path, int root);
 
 /// tomographic_reconstructor_rows, then R gathered on rank 0: there `matrix` is all of R, on the
 /// other ranks an empty Array; the reports and times are the same on every rank.

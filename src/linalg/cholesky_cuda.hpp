@@ -14,7 +14,8 @@
 namespace halfscope::linalg::detail {
 
 /// Factors the lower float32 device tile matrix in place, the GEMMs updating tile (i, j) in
-/// variants[i * NT + j]: cuSOLVER spotrf on the diagonal tiles, cuBLAS strsm / ssyrk, and one
+/// variants[i * NT + j]: cuSOLVER spotrf on the diagonal tiles, the panel solve (panel_trsm:
+/// halving, FP32 GEMMs, 128-wide leaves by their inverses), cuBLAS ssyrk, and one
 /// strided-batched GEMM per tile column and run of equal variants, on a panel stream (POTRF,
 /// TRSM, operand conversions, then the next column's update: look-ahead) and an update stream
 /// (the rest of the trailing matrix), ordered by events only. Pivots and overflow flags stay on

@@ -197,9 +197,9 @@ std::int64_t cholesky_cuda_devices(TileMatrix& a, const std::vector<GemmVariant>
     return part;
   };
   // The trailing updates of step k on the owner of panel k + 1 are queued after that panel
-  // (deferred_rest): queued at once, they shared the device with the panel's tall strsm, the
-  // longest link of the chain of panels that sets the time when the updates are cheap (4 x H200,
-  // band policy: the strsm took 9.7 ms beside them against about 5 ms alone).
+  // (deferred_rest): queued at once, they shared the device with the panel's solve, the longest
+  // link of the chain of panels that sets the time when the updates are cheap (4 x H200, band
+  // policy, when it was one tall cuBLAS strsm: 9.7 ms beside them against about 5 ms alone).
   std::int64_t deferred_rest = -1;
   const auto update_rest = [&](Part& part, std::int64_t k) {
     const cudaStream_t u = part.u->get();

@@ -50,9 +50,10 @@ std::int64_t apply_inverse_scratch(std::int64_t w, std::int64_t r) noexcept;
 
 /// X = op(L)^-1 X in place for the w x r block `x` (ld ldx), op(L) = L^T when `transpose`, with
 /// `neg_inv` from negated_inverse: X is zeroed, then C -= (-L^-1) X as one 3xTF32 product on
-/// tensor cores, its three terms stacked along K (Nh Xl + Nl Xh + Nh Xh, as gemm_tf32x3 orders
-/// them). A non-finite entry of the inverse (a numerically singular tile) stores `tag` in *flag,
-/// one of X (or one TF32 cannot hold) `tag_x`. Asynchronous.
+/// tensor cores, its three terms stacked along K (Nh Xl + Nl Xh + Nh Xh; cuBLAS may sum the K
+/// blocks in any order, which changes nothing to the bound). A non-finite entry of the inverse (a
+/// numerically singular tile) stores `tag` in *flag, one of X (or one TF32 cannot hold) `tag_x`.
+/// Asynchronous.
 void apply_inverse(cublasHandle_t blas, const float* neg_inv, std::int64_t w, bool transpose,
                    float* x, std::int64_t ldx, std::int64_t r, float* scratch, FailureCode* flag,
                    FailureCode tag, FailureCode tag_x);

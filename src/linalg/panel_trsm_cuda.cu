@@ -104,7 +104,7 @@ struct Solver {
 
 std::int64_t panel_trsm_scratch(std::int64_t rows, std::int64_t w) noexcept {
   const std::int64_t leaves = (w + kLeaf - 1) / kLeaf;
-  return leaves * kLeaf * kLeaf + std::max<std::int64_t>(rows, 0) * kLeaf;
+  return leaves * kLeaf * kLeaf + std::max<std::int64_t>(rows, 0) * std::min(w, kLeaf);
 }
 
 void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, const PanelBlocks& p,

@@ -199,7 +199,7 @@ struct Solver {
       if (!transpose) join_inverse(h, tile(k, k), hk, hk, inv, inverse_scratch);
       apply_inverse(h, inv, hk, transpose, b + k * nb, n, r, inverse_scratch, flag,
                     failure_code(step, FailureKind::operand, false, k, k),
-                    failure_code(step, FailureKind::operand, true, k, k));
+                    failure_code(step, FailureKind::c_entry, false, k, k));
       return;
     }
     const float one = 1.0f;
@@ -501,6 +501,12 @@ void solve_right_cuda(const TileMatrix& l, Array& b, const std::vector<GemmVaria
     throw NumericalError("solve_right (" + pass + " substitution): the inverse of diagonal tile " +
                          tile_text(d.ti, d.tj) +
                          " of L is not finite in FP32 (the tile is numerically singular)");
+  if (d.kind == FailureKind::c_entry && d.ti == d.tj)  // the block before its diagonal solve
+    throw NumericalError("solve_right (" + pass + " substitution): block " + std::to_string(d.ti) +
+                         " of the right-hand sides, before its solve with " + "diagonal tile " +
+                         tile_text(d.ti, d.tj) +
+                         " of L, holds a value that is not finite in FP32 or past TF32's range "
+                         "(an earlier update overflowed FP32)");
   std::string what = d.kind == FailureKind::operand
                          ? (d.second ? "an entry of the solved block " + std::to_string(d.ti)
                                      : "an entry of tile " + tile_text(d.ti, d.tj) + " of L")

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -114,8 +115,9 @@ class GpuSolveTest : public ::testing::TestWithParam<GemmVariant> {};
 
 // Uniform variants: with NT > 4 the low-precision ones update B' outside each span of 4 tile
 // columns once (K = 4 nb), with a short last tile row in both passes (300 = 4 x 64 + 44,
-// 97 = 13 x 7 + 6). With r >= nb (70 and 9 right-hand sides) the diagonal tiles are solved by
-// their inverses on tensor cores, else by strsm.
+// 97 = 13 x 7 + 6). With r >= nb (70, 9 and 300 right-hand sides) the diagonal tiles are solved
+// by their inverses on tensor cores, else by strsm; with nb = 256 (700 = 2 x 256 + 188) each
+// inverse joins two 128-wide leaves (the last tile's 128 + 60).
 TEST_P(GpuSolveTest, MatchesFp64Solve) {
   HS_REQUIRE_GPU();
 #if !HALFSCOPE_HAS_LAPACKE
@@ -126,7 +128,7 @@ TEST_P(GpuSolveTest, MatchesFp64Solve) {
     std::int64_t n, nb, r;
   };
   for (const Case c : {Case{300, 64, 5}, Case{300, 64, 70}, Case{97, 7, 3}, Case{97, 7, 9},
-                       Case{50, 64, 2}, Case{1, 8, 1}}) {
+                       Case{700, 256, 300}, Case{50, 64, 2}, Case{1, 8, 1}}) {
     const Problem p = make_problem(c.n, c.nb, c.r, 1.0f);
     const std::int64_t nt = p.l.layout.tile_rows();
     const std::vector<GemmVariant> variants(static_cast<std::size_t>(nt * nt), v);
@@ -226,6 +228,25 @@ TEST(GpuSolve, NonFiniteDiagonalInverseIsReported) {
     ADD_FAILURE() << "no NumericalError";
   } catch (const NumericalError& e) {
     EXPECT_NE(std::string(e.what()).find("inverse of diagonal tile (0, 0)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A right-hand side at FLT_MAX, finite but past TF32's range once rounded (the 3xTF32 split of
+// the block before its solve by the diagonal tile's inverse, r >= nb): reported as such under
+// uniform:SP, naming the block, rather than solved into Inf.
+TEST(GpuSolve, RightHandSidesPastTf32RangeAreReported) {
+  HS_REQUIRE_GPU();
+  const Problem p = make_problem(128, 64, 64, 1.0f);
+  std::vector<float> b = p.b;
+  b[0] = std::numeric_limits<float>::max();
+  const std::vector<GemmVariant> variants(4, GemmVariant::SP);
+  Array db = Array::from_values<float>(b, {p.r, p.n}).to(Memory::device);
+  try {
+    solve_on_device(p.l, db, variants);
+    ADD_FAILURE() << "no NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("block 0 of the right-hand sides"), std::string::npos)
         << e.what();
   }
 }

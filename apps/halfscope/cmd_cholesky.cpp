@@ -3,7 +3,8 @@
 // an FP64 backward-error check and a JSON report. L is written dense (upper triangle zero) in
 // float32, together with the report or not at all. Under mpirun (several ranks, builds with MPI)
 // the factorization runs over the ranks (halfscope/mpi/cholesky.hpp): every rank reads and checks
-// the input, factors its tiles of a P x Q grid, and rank 0 gathers L and writes it and the report.
+// the input, factors its tiles of a P x Q grid and writes the rows of its tiles of L into the file
+// (rank 0 gathers L instead for --check), and rank 0 writes the report.
 // With --devices (and --device-memory) the matrix stays in host memory and the library copies it
 // to the listed CUDA devices, out of core on one device when it does not fit the budget.
 #include <algorithm>
@@ -131,11 +132,14 @@ std::int64_t check_gpu_options(const CholeskyCliOptions& c, int ranks) {
   return bytes;
 }
 
-// Prints the outcome and writes L (with the report): on the one process, or on rank 0.
-void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileMatrix& l,
+// Prints the outcome and writes L (with the report): on the one process, or on rank 0. `l` is
+// the whole factor, or, over ranks without --check, empty: `written_l` then holds L, written by
+// the ranks and not yet named.
+void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileLayout& layout,
+            const linalg::TileMatrix& l, std::unique_ptr<io::AtomicOutput> written_l,
             const linalg::TileMatrix& input, const char* where, const linalg::CholeskyOptions& o,
             const linalg::CholeskyReport& r, double ms, const nlohmann::json& ranks) {
-  const std::int64_t n = l.layout.rows(), nb = l.layout.tile_size();
+  const std::int64_t n = layout.rows(), nb = layout.tile_size();
   std::cout << "policy " << r.policy << ", n = " << n << ", tile " << nb << ", " << where << ", "
             << number_text(ms) << " ms\n";
   std::cout << "off-diagonal tiles:";
@@ -158,10 +162,11 @@ void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileMat
   }
   // L and the report appear together or not at all (ao_output_set.hpp).
   AoOutputSet outputs;
-  io::write_npy(outputs.partial(c.output), dense_lower(l));
+  if (!written_l) io::write_npy(outputs.partial(c.output), dense_lower(l));
   if (!c.report.empty())
     write_report(outputs.partial(c.report), c, n, nb, where, o, r, ms, c.check ? &e : nullptr,
                  ranks);
+  if (written_l) written_l->commit();  // both complete: named one right after the other
   outputs.commit();
   info(g, "wrote " + c.output + (c.report.empty() ? "" : " and " + c.report));
 }
@@ -206,7 +211,17 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
   const double ms = static_cast<double>(world.max(static_cast<std::int64_t>(ns))) * 1e-6;
-  const linalg::TileMatrix l = tiles->gather(0);
+  // --check needs all of L on rank 0 (the FP64 backward error over every tile): gathered then.
+  // Otherwise every rank writes the rows of its own tiles into the file.
+  linalg::TileMatrix l;
+  mpi::NpyWrite written;
+  if (c.check)
+    l = tiles->gather(0);
+  else
+    written = tiles->write_lower_npy(c.output, 0);
+  if (written.ranks_without_file > 0 && g.rank == 0)
+    warn("cholesky: " + std::to_string(written.ranks_without_file) + " rank(s) cannot open " +
+         c.output + " on rank 0's file system: L was gathered on rank 0 and written there");
   // Per-rank figures, each rank filling its own entry.
   const auto size = static_cast<std::size_t>(g.ranks), me = static_cast<std::size_t>(g.rank);
   std::vector<std::int64_t> sent(size, 0), workspace(size, 0);
@@ -226,7 +241,8 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     ranks["bytes_moved"] = std::accumulate(sent.begin(), sent.end(), std::int64_t{0});
     ranks["mpi_wait_ms_mean"] = waited * 1e3 / static_cast<double>(g.ranks);
     ranks["workspace_bytes_per_rank"] = workspace;
-    finish(g, c, l, input, "cpu", options, job, ms, ranks);
+    finish(g, c, tiles->layout(), l, std::move(written.file), input, "cpu", options, job, ms,
+           ranks);
     std::cout << g.ranks << " MPI ranks on a " << grid.rows << " x " << grid.cols << " grid, "
               << ranks["bytes_moved"].get<std::int64_t>() << " bytes moved\n";
   });
@@ -278,7 +294,7 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   const linalg::CholeskyReport r = linalg::cholesky_tiles(l, options);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  finish(g, c, l, input, where, options, r, ms, nlohmann::json::object());
+  finish(g, c, l.layout, l, nullptr, input, where, options, r, ms, nlohmann::json::object());
 }
 
 }  // namespace

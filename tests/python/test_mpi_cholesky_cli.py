@@ -2,8 +2,9 @@
 
 The MPI factorization applies the same kernels to the same operands in the same order as the
 one-process CPU factorization (docs/cholesky.md), so L.npy must be identical byte for byte, for a
-policy mixing variants and for every grid shape; the report must give the same tile counts plus
-the ranks, the grid and the bytes moved. Both runs get OPENBLAS_NUM_THREADS=1: OpenBLAS's
+policy mixing variants and for every grid shape, whether the ranks write their tiles' rows into
+it or rank 0 gathers L; the report must give the same tile counts plus the ranks, the grid and
+the bytes moved. Both runs get OPENBLAS_NUM_THREADS=1: OpenBLAS's
 multithreaded POTRF blocks differently from its single-threaded one, so even the one-process
 factor changes bits with the BLAS thread count, and mpirun binds ranks to fewer cores than a
 process started alone sees. Bad input exits 2 with one message (printed once, by
@@ -80,6 +81,28 @@ def test_factor_equals_the_one_process_factor(tmp_path, one_process, ranks, grid
     assert all(b > 0 for b in r["bytes_sent_per_rank"])  # both ranks own panel tiles
     # The one-process report's fields are all there.
     assert set(report) <= set(r)
+
+
+@pytest.mark.parametrize("ranks,extra,env", [
+    (4, ["--grid", "2x2"], {}),                       # written by the ranks, four of them
+    (3, [], {"HALFSCOPE_UNSHARED_RANK": "1"}),        # a rank without the file: gathered
+    (2, ["--check"], {}),                             # gathered for the backward error
+])
+def test_l_written_by_the_ranks_or_gathered_is_the_same(tmp_path, one_process, monkeypatch, ranks,
+                                                        extra, env):
+    """Every rank writes the rows of its tiles of L into one file (upper triangle zero); with a
+    rank that cannot open it (the test hook) L is gathered on rank 0 instead, with one warning,
+    and with --check it is gathered for the FP64 backward error: the same bytes each way."""
+    d, want, _ = one_process
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "L.npy"
+    res = mpirun(ranks, "cholesky", d / "A.npy", "-o", out, "--tile", TILE, "--policy", POLICY,
+                 *extra)
+    assert res.returncode == 0, res.stderr
+    assert np.load(out).tobytes() == want.tobytes()
+    assert res.stderr.count("cannot open") == (1 if env else 0), res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.npy"]
 
 
 def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
 #include "halfscope/linalg/tiles.hpp"
 #include "halfscope/mpi/comm.hpp"
+#include "halfscope/mpi/npy_write.hpp"
 
 namespace halfscope::mpi {
 
@@ -64,6 +66,13 @@ class DistTileMatrix {
   /// The whole matrix on `root` (float32 host TileMatrix); an empty TileMatrix on the other ranks.
   /// Collective over comm.
   [[nodiscard]] linalg::TileMatrix gather(int root) const;
+
+  /// The lower triangle as a dense n x n float32 .npy file (upper triangle zero, as a gathered
+  /// factor is written), each rank writing the rows of its own tiles (through SharedNpy,
+  /// halfscope/mpi/npy_write.hpp), so that no rank holds the whole matrix; gathered on `root` and
+  /// written there when some rank cannot open root's file. Collective; a failed write throws on
+  /// every rank and leaves nothing under `path`. Returns root's uncommitted output (NpyWrite).
+  [[nodiscard]] NpyWrite write_lower_npy(const std::filesystem::path& path, int root) const;
 
  private:
   [[nodiscard]] std::int64_t offset_of(std::int64_t ti, std::int64_t tj) const;

@@ -36,6 +36,21 @@
 namespace halfscope::linalg {
 namespace {
 
+#if HALFSCOPE_WITH_CUDA
+// L lower triangular, w x w column-major (ld w): diagonal in [1, 2], entries below uniform in
+// [-1, 1] / w, so kappa(L) stays below 4.
+std::vector<float> random_lower(std::int64_t w, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);
+  for (std::int64_t j = 0; j < w; ++j) {
+    l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
+    for (std::int64_t i = j + 1; i < w; ++i)
+      l[static_cast<std::size_t>(j * w + i)] = static_cast<float>(u(rng) / static_cast<double>(w));
+  }
+  return l;
+}
+#endif
+
 TEST(GpuPanelTrsm, MatchesFp64Solve) {
   HS_REQUIRE_GPU();
 #if HALFSCOPE_WITH_CUDA
@@ -47,13 +62,7 @@ TEST(GpuPanelTrsm, MatchesFp64Solve) {
     std::mt19937_64 rng(7 + static_cast<std::uint64_t>(c.w));
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     const std::int64_t w = c.w;
-    std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);  // column-major, ld w
-    for (std::int64_t j = 0; j < w; ++j) {
-      l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
-      for (std::int64_t i = j + 1; i < w; ++i)
-        l[static_cast<std::size_t>(j * w + i)] =
-            static_cast<float>(u(rng) / static_cast<double>(w));
-    }
+    const std::vector<float> l = random_lower(w, rng);
     std::vector<float> t(static_cast<std::size_t>(c.ldx * w));
     for (float& v : t) v = static_cast<float>(u(rng));
     // FP64 reference, column by column: x_j = (t_j - sum_{q<j} x_q L_jq) / L_jj.
@@ -106,13 +115,7 @@ TEST(GpuPanelTrsm, TileColumnMatchesFp64Solve) {
     const std::int64_t count = 4, last = 100, stride = w * w;
     std::mt19937_64 rng(17 + static_cast<std::uint64_t>(w));
     std::uniform_real_distribution<double> u(-1.0, 1.0);
-    std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);
-    for (std::int64_t j = 0; j < w; ++j) {
-      l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
-      for (std::int64_t i = j + 1; i < w; ++i)
-        l[static_cast<std::size_t>(j * w + i)] =
-            static_cast<float>(u(rng) / static_cast<double>(w));
-    }
+    const std::vector<float> l = random_lower(w, rng);
     std::vector<float> t(static_cast<std::size_t>(count * stride));
     for (float& v : t) v = static_cast<float>(u(rng));
     std::vector<double> x(t.begin(), t.end());
@@ -173,13 +176,7 @@ TEST(GpuDiagInverse, MatchesFp64Solve) {
       const std::int64_t r = 700, ldx = w + 5;
       std::mt19937_64 rng(3 + static_cast<std::uint64_t>(w));
       std::uniform_real_distribution<double> u(-1.0, 1.0);
-      std::vector<float> l(static_cast<std::size_t>(w * w), 0.0f);  // column-major, ld w
-      for (std::int64_t j = 0; j < w; ++j) {
-        l[static_cast<std::size_t>(j * w + j)] = static_cast<float>(1.5 + 0.5 * u(rng));
-        for (std::int64_t i = j + 1; i < w; ++i)
-          l[static_cast<std::size_t>(j * w + i)] =
-              static_cast<float>(u(rng) / static_cast<double>(w));
-      }
+      const std::vector<float> l = random_lower(w, rng);
       auto at = [&](std::int64_t i, std::int64_t j) {  // op(L)_ij
         return static_cast<double>(l[static_cast<std::size_t>(transpose ? i * w + j : j * w + i)]);
       };

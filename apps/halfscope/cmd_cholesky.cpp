@@ -3,8 +3,9 @@
 // an FP64 backward-error check and a JSON report. L is written dense (upper triangle zero) in
 // float32, together with the report or not at all. Under mpirun (several ranks, builds with MPI)
 // the factorization runs over the ranks (halfscope/mpi/cholesky.hpp): every rank reads and checks
-// the input, factors its tiles of a P x Q grid and writes the rows of its tiles of L into the file
-// (rank 0 gathers L instead for --check), and rank 0 writes the report.
+// its own tiles of the input, factors them on a P x Q grid and writes the rows of its tiles of L
+// into the file (rank 0 reads all of A and gathers L instead for --check), and rank 0 writes the
+// report.
 // With --devices (and --device-memory) the matrix stays in host memory and the library copies it
 // to the listed CUDA devices, out of core on one device when it does not fit the budget.
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include "halfscope/linalg/tiles.hpp"
 
 #if HALFSCOPE_HAS_MPI
+#include <limits>
 #include <optional>
 
 #include "halfscope/mpi/cholesky.hpp"
@@ -190,15 +192,37 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
       throw Unsupported("cholesky: --device cuda with " + std::to_string(g.ranks) +
                         " MPI ranks: the MPI factorization runs on the CPU only for now; use "
                         "--device cpu, or one process for the GPU factorization");
-    const Array a = read_symmetric(c.input);
-    input = linalg::TileMatrix::from_dense(a, c.tile > 0 ? c.tile : 512, linalg::TileFill::lower,
-                                           DType::f32, Memory::host);
   });
+  // Each rank reads only its own tiles of A (and their mirrors, for the symmetry check); rank 0
+  // also reads all of it for --check (the FP64 backward error over every tile).
+  std::optional<SymmetricTileReader> reader;
   std::optional<mpi::DistTileMatrix> tiles;
   mpi::agree(world, [&] {
-    tiles.emplace(mpi::DistTileMatrix::scatter(world, input, grid));
-    if (g.rank != 0 || !c.check) input = linalg::TileMatrix{};  // rank 0 keeps it for --check
+    reader.emplace(c.input);
+    const linalg::TileLayout layout(reader->n(), reader->n(), c.tile > 0 ? c.tile : 512,
+                                    linalg::TileFill::lower);
+    tiles.emplace(world, layout, grid);
+    if (g.rank == 0 && c.check)
+      input = linalg::TileMatrix::from_dense(read_symmetric(c.input), layout.tile_size(),
+                                             linalg::TileFill::lower, DType::f32, Memory::host);
   });
+  // The entry read_symmetric would name: the earliest failure over the ranks, thrown by its rank.
+  SymmetricTileReader::Failure mine;
+  mpi::agree(world, [&] {
+    const linalg::TileLayout& layout = tiles->layout();
+    for (std::int64_t j = 0; j < layout.tile_cols(); ++j)
+      for (std::int64_t i = j; i < layout.tile_rows(); ++i) {
+        if (!tiles->owns(i, j)) continue;
+        SymmetricTileReader::Failure f = reader->read_tile(layout, i, j, tiles->tile(i, j));
+        if (f.key >= 0 && (mine.key < 0 || f.key < mine.key)) mine = std::move(f);
+      }
+  });
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t first = world.min(mine.key < 0 ? kNone : mine.key);
+  mpi::agree(world, [&] {
+    if (first != kNone && mine.key == first) throw InvalidInput(mine.message);
+  });
+  reader.reset();
   info(g, "cholesky: n = " + std::to_string(tiles->layout().rows()) + ", tile " +
               std::to_string(tiles->layout().tile_size()) + ", policy " + options.policy.name() +
               ", cpu, " + std::to_string(g.ranks) + " MPI ranks on a " + std::to_string(grid.rows) +

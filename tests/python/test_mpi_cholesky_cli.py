@@ -105,6 +105,44 @@ def test_l_written_by_the_ranks_or_gathered_is_the_same(tmp_path, one_process, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.npy"]
 
 
+@pytest.mark.parametrize("layout", ["float64", "fortran", "big-endian"])
+def test_each_rank_reads_its_tiles_of_any_npy_layout(tmp_path, layout):
+    """Every rank reads only its tiles of A (and their mirrors) from the file, a line at a time:
+    float64, Fortran-ordered and big-endian files give the one-process factor byte for byte."""
+    a = spd(N)
+    a = {"float64": a, "fortran": np.asfortranarray(a.astype(np.float32)),
+         "big-endian": a.astype(">f4")}[layout]
+    np.save(tmp_path / "A.npy", a)
+    args = ["cholesky", tmp_path / "A.npy", "--tile", TILE, "--policy", POLICY]
+    one = run("--device", "cpu", *args, "-o", tmp_path / "one.npy")
+    assert one.returncode == 0, one.stderr
+    res = mpirun(3, *args, "-o", tmp_path / "ranks.npy")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "one.npy").read_bytes() == (tmp_path / "ranks.npy").read_bytes()
+
+
+@pytest.mark.parametrize("entry", ["nan", "asymmetric-late", "int"])
+def test_input_errors_are_the_one_process_message(tmp_path, entry):
+    """Checked tile by tile on the ranks that own them, a bad entry is named exactly as the
+    one-process command names it (the first in its order, over every rank)."""
+    a = spd(N)
+    if entry == "nan":
+        a[250, 10] = np.nan  # tile (3, 0); the mirror (10, 250) stays finite
+        a[280, 270] = np.inf  # a later one, on another rank's tile
+    elif entry == "asymmetric-late":
+        a[299, 100] += 1.0
+    else:
+        a = (a * 100).astype(np.int32)
+    np.save(tmp_path / "A.npy", a)
+    out = tmp_path / "L.npy"
+    one = run("--device", "cpu", "cholesky", tmp_path / "A.npy", "-o", out, "--tile", TILE)
+    res = mpirun(4, "cholesky", tmp_path / "A.npy", "-o", out, "--tile", TILE)
+    assert one.returncode == res.returncode == 2, res.stderr
+    assert len(errors(res)) == 1 and len(errors(one)) == 1, res.stderr
+    assert errors(res)[0].endswith(errors(one)[0].removeprefix("halfscope: error: ")), res.stderr
+    assert not out.exists()
+
+
 def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):
     a = spd(40)
     a[3, 30] += 1.0  # no longer symmetric

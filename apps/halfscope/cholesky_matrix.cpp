@@ -129,9 +129,14 @@ SymmetricTileReader::Failure SymmetricTileReader::read_tile(const linalg::TileLa
                                                             float* out) const {
   const std::int64_t nb = layout.tile_size(), h = layout.tile_height(ti);
   const std::int64_t w = layout.tile_width(tj), r0 = ti * nb, c0 = tj * nb;
-  std::vector<double> block(static_cast<std::size_t>(h * w)), mirror(block.size());
+  std::vector<double> block(static_cast<std::size_t>(h * w)), mirror;
   read_block(r0, h, c0, w, block.data());
-  read_block(c0, w, r0, h, mirror.data());  // A(c0 .., r0 ..): its (c, r) is A(c0 + c, r0 + r)
+  // A(c0 .., r0 ..): its (c, r) is A(c0 + c, r0 + r); a diagonal tile is its own mirror.
+  if (ti != tj) {
+    mirror.resize(block.size());
+    read_block(c0, w, r0, h, mirror.data());
+  }
+  const std::vector<double>& up = ti != tj ? mirror : block;
   Failure first;
   for (std::int64_t r = 0; r < h; ++r)
     for (std::int64_t c = 0; c < w; ++c) {
@@ -139,7 +144,7 @@ SymmetricTileReader::Failure SymmetricTileReader::read_tile(const linalg::TileLa
       out[c * h + r] = static_cast<float>(lo);
       const std::int64_t i = r0 + r, j = c0 + c;
       if (first.key >= 0 || j > i) continue;
-      std::string why = refusal(path_, i, j, lo, mirror[static_cast<std::size_t>(c * h + r)]);
+      std::string why = refusal(path_, i, j, lo, up[static_cast<std::size_t>(c * h + r)]);
       if (!why.empty()) first = {i * n_ + j, std::move(why)};
     }
   return first;

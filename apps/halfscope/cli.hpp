@@ -31,6 +31,10 @@ struct Globals {
 void info(const Globals& g, const std::string& message);    // normal progress; hidden by --quiet
 void detail(const Globals& g, const std::string& message);  // only with --verbose
 void warn(const std::string& message);                      // always shown
+/// After a collective .npy write over MPI ranks: on rank 0, when `ranks_without_file` > 0, warns
+/// that those ranks could not open `path` on rank 0's file system, so `what` was gathered there.
+void warn_gathered(const Globals& g, const std::string& command, std::int64_t ranks_without_file,
+                   const std::string& path, const std::string& what);
 
 /// A progress bar on stderr when stderr is a terminal and not --quiet; silent otherwise.
 class Progress {

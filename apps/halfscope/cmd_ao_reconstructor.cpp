@@ -174,10 +174,7 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
     r = mpi::gather_rows(world, part, 0);  // R on rank 0, nothing elsewhere
   else
     written = mpi::write_rows_npy(world, part, c.output, 0);
-  if (written.ranks_without_file > 0 && g.rank == 0)
-    warn("ao reconstructor: " + std::to_string(written.ranks_without_file) +
-         " rank(s) cannot open " + c.output +
-         " on rank 0's file system: R was gathered on rank 0 and written there");
+  warn_gathered(g, "ao reconstructor", written.ranks_without_file, c.output, "R");
   ao::Reconstructor rec = std::move(part.local);
   mpi::agree(world, [&] {
     if (g.rank != 0) return;

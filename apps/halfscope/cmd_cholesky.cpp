@@ -243,9 +243,7 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     l = tiles->gather(0);
   else
     written = tiles->write_lower_npy(c.output, 0);
-  if (written.ranks_without_file > 0 && g.rank == 0)
-    warn("cholesky: " + std::to_string(written.ranks_without_file) + " rank(s) cannot open " +
-         c.output + " on rank 0's file system: L was gathered on rank 0 and written there");
+  warn_gathered(g, "cholesky", written.ranks_without_file, c.output, "L");
   // Per-rank figures, each rank filling its own entry.
   const auto size = static_cast<std::size_t>(g.ranks), me = static_cast<std::size_t>(g.rank);
   std::vector<std::int64_t> sent(size, 0), workspace(size, 0);

@@ -68,10 +68,7 @@ MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const Array& 
   if (want_cc && !npy_output.empty()) {
     mpi::NpyWrite written = mpi::write_result_npy(world, part, npy_output, 0);
     run.cc_file = std::move(written.file);
-    if (written.ranks_without_file > 0 && world.rank() == 0)
-      warn("mfilter: " + std::to_string(written.ranks_without_file) + " rank(s) cannot open " +
-           npy_output +
-           " on rank 0's file system: the result was gathered on rank 0 and written there");
+    warn_gathered(g, "mfilter", written.ranks_without_file, npy_output, "the result");
   } else if (want_cc) {
     run.cc = mpi::gather_result(world, part, 0);
   }

@@ -16,6 +16,13 @@ void detail(const Globals& g, const std::string& message) {
   if (g.verbose && !g.quiet && g.rank == 0) std::cerr << message << "\n";
 }
 
+void warn_gathered(const Globals& g, const std::string& command, std::int64_t ranks_without_file,
+                   const std::string& path, const std::string& what) {
+  if (ranks_without_file > 0 && g.rank == 0)
+    warn(command + ": " + std::to_string(ranks_without_file) + " rank(s) cannot open " + path +
+         " on rank 0's file system: " + what + " was gathered on rank 0 and written there");
+}
+
 void warn(const std::string& message) {
   std::cerr << "halfscope: warning: " << message << "\n";
 }

@@ -27,25 +27,15 @@ void write_lines(const SharedNpy& out, const MfShare& share, const Array& values
 
 NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::filesystem::path& path,
                           int root) {
-  SharedNpy out(comm, path, part.full_shape, root);
-  NpyWrite result;
-  result.ranks_without_file = out.ranks_without_file();
-  if (result.ranks_without_file > 0) {
-    const Array whole = gather_result(comm, part, root);
-    agree(comm, [&] {
-      if (comm.rank() != root) return;
-      MfShare all;
-      all.template_end = part.full_shape.front(), all.time_end = part.full_shape.back();
-      write_lines(out, all, whole, part.full_shape);
-    });
-  } else {
-    agree(comm, [&] {
-      write_lines(out, part.share, part.values, part.full_shape);
-      out.sync();
-    });
-  }
-  result.file = out.release();
-  return result;
+  return write_by_ranks(
+      comm, path, part.full_shape, root,
+      [&](const SharedNpy& out) { write_lines(out, part.share, part.values, part.full_shape); },
+      [&] { return gather_result(comm, part, root); },
+      [&](const SharedNpy& out, const Array& whole) {
+        MfShare all;
+        all.template_end = part.full_shape.front(), all.time_end = part.full_shape.back();
+        write_lines(out, all, whole, part.full_shape);
+      });
 }
 
 }  // namespace halfscope::mpi

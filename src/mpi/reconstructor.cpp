@@ -135,23 +135,16 @@ Array gather_rows(const Comm& comm, const ReconstructorPart& part, int root) {
 
 NpyWrite write_rows_npy(const Comm& comm, const ReconstructorPart& part,
                         const std::filesystem::path& path, int root) {
-  SharedNpy out(comm, path, {part.m, part.n}, root);
-  NpyWrite result;
-  result.ranks_without_file = out.ranks_without_file();
-  if (result.ranks_without_file > 0) {
-    const Array whole = gather_rows(comm, part, root);
-    agree(comm, [&] {
-      if (comm.rank() == root) out.write(whole.data_as<float>(), whole.size(), 0);
-    });
-  } else {
-    agree(comm, [&] {
-      const Array& mine = part.local.matrix;
-      if (!mine.empty()) out.write(mine.data_as<float>(), mine.size(), part.rows.begin * part.n);
-      out.sync();
-    });
-  }
-  result.file = out.release();
-  return result;
+  return write_by_ranks(
+      comm, path, {part.m, part.n}, root,
+      [&](const SharedNpy& out) {
+        const Array& mine = part.local.matrix;
+        if (!mine.empty()) out.write(mine.data_as<float>(), mine.size(), part.rows.begin * part.n);
+      },
+      [&] { return gather_rows(comm, part, root); },
+      [&](const SharedNpy& out, const Array& whole) {
+        out.write(whole.data_as<float>(), whole.size(), 0);
+      });
 }
 
 ao::Reconstructor tomographic_reconstructor(const Comm& comm, const ao::AoSystem& system,

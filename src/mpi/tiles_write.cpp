@@ -24,30 +24,22 @@ void write_tile_rows(const SharedNpy& out, const linalg::TileLayout& layout, std
 
 NpyWrite DistTileMatrix::write_lower_npy(const std::filesystem::path& path, int root) const {
   const std::int64_t n = layout_.rows();
-  SharedNpy out(*comm_, path, {n, n}, root);
-  NpyWrite result;
-  result.ranks_without_file = out.ranks_without_file();
   std::vector<float> row(static_cast<std::size_t>(layout_.tile_size()));
-  if (result.ranks_without_file > 0) {
-    const linalg::TileMatrix whole = gather(root);
-    agree(*comm_, [&] {
-      if (comm_->rank() != root) return;
-      const float* base = whole.storage.data_as<float>();
-      for (std::int64_t j = 0; j < layout_.tile_cols(); ++j)
-        for (std::int64_t i = j; i < layout_.tile_rows(); ++i)
-          if (layout_.stored(i, j))
-            write_tile_rows(out, layout_, i, j, base + layout_.tile_offset(i, j), row);
-    });
-  } else {
-    agree(*comm_, [&] {
-      for (std::int64_t j = 0; j < layout_.tile_cols(); ++j)
-        for (std::int64_t i = j; i < layout_.tile_rows(); ++i)
-          if (owns(i, j)) write_tile_rows(out, layout_, i, j, tile(i, j), row);
-      out.sync();
-    });
-  }
-  result.file = out.release();
-  return result;
+  return write_by_ranks(
+      *comm_, path, {n, n}, root,
+      [&](const SharedNpy& out) {
+        for (std::int64_t j = 0; j < layout_.tile_cols(); ++j)
+          for (std::int64_t i = j; i < layout_.tile_rows(); ++i)
+            if (owns(i, j)) write_tile_rows(out, layout_, i, j, tile(i, j), row);
+      },
+      [&] { return gather(root); },
+      [&](const SharedNpy& out, const linalg::TileMatrix& whole) {
+        const float* base = whole.storage.data_as<float>();
+        for (std::int64_t j = 0; j < layout_.tile_cols(); ++j)
+          for (std::int64_t i = j; i < layout_.tile_rows(); ++i)
+            if (layout_.stored(i, j))
+              write_tile_rows(out, layout_, i, j, base + layout_.tile_offset(i, j), row);
+      });
 }
 
 }  // namespace halfscope::mpi

@@ -54,4 +54,31 @@ class SharedNpy {
   std::int64_t without_ = 0;
 };
 
+/// The protocol of every collective .npy write (collective): a SharedNpy of `shape` at `path`;
+/// where every rank has the file, `write_mine(out)` on each rank, then a sync, agreed; otherwise
+/// `gather()` on every rank (a collective gather, its result used on root) and
+/// `write_whole(out, whole)` on root, agreed. Returns root's uncommitted output and the count of
+/// ranks without the file.
+template <class WriteMine, class Gather, class WriteWhole>
+NpyWrite write_by_ranks(const Comm& comm, const std::filesystem::path& path, const Shape& shape,
+                        int root, WriteMine&& write_mine, Gather&& gather,
+                        WriteWhole&& write_whole) {
+  SharedNpy out(comm, path, shape, root);
+  NpyWrite result;
+  result.ranks_without_file = out.ranks_without_file();
+  if (result.ranks_without_file > 0) {
+    const auto whole = gather();
+    agree(comm, [&] {
+      if (comm.rank() == root) write_whole(out, whole);
+    });
+  } else {
+    agree(comm, [&] {
+      write_mine(out);
+      out.sync();
+    });
+  }
+  result.file = out.release();
+  return result;
+}
+
 }  // namespace halfscope::mpi

@@ -9,8 +9,8 @@
 // tile, then one strided-batched GEMM per run of equal variants down the column: A = panel tiles
 // (stride nb^2), B = the column's panel tile (stride 0), C = the column's tiles (stride nb^2)),
 // recording col_done[k] (what P needs for its step k + 1 look-ahead update), then columns k + 3 ..
-// NT - 1: their SYRKs (the full diagonal tiles as one batched group, 3xTF32 under a policy with
-// tiles below FP32), and their GEMMs as one pointer-array batch per variant and tile height
+// NT - 1: their SYRKs (the full diagonal tiles as batched groups, split16 FP16 GEMMs under a policy
+// with tiles below FP32), and their GEMMs as one pointer-array batch per variant and tile height
 // (pointers planned on the host and uploaded once; HP2 / HP3 / DP, which round C through scratch,
 // stay column by column) and update_done[k] at the end (the panel buffer of parity k may then be
 // overwritten by step k + 2). No device-wide synchronisation.
@@ -138,8 +138,14 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
   HS_CUDA_CHECK(cudaMemsetAsync(s.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), stream));
   s.leaf = static_cast<float*>(s.take(panel_trsm_scratch(n - nb, nb) * 4, stream));
   if (fc.fast_fp32 && panel_elems > 0) {
-    fc.split[0] = static_cast<float*>(s.take(2 * panel_elems * 4, stream));
-    fc.split[1] = fc.split[0] + panel_elems;
+    fc.split = s.take(4 * panel_elems * 2, stream);  // four FP16 parts per element
+    fc.exponents = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
+    std::vector<std::int64_t> offsets, heights;
+    for (std::int64_t j = 0; j < nt; ++j) {
+      offsets.push_back(fc.offset(j, j));
+      heights.push_back(fc.height(j));
+    }
+    fc.exponent_of = diagonal_exponents(fc.base, offsets, heights, fc.exponents, stream);
   }
   // The size query reads no data: any device pointer does.
   HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver, CUBLAS_FILL_MODE_LOWER,
@@ -153,16 +159,18 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
 std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
   const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  bool used[kFormats] = {}, c_used[kFormats] = {};
+  bool used[kFormats] = {}, c_used[kFormats] = {}, below_fp32 = false;
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i) {
       const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
       used[static_cast<int>(operand_format(v))] = true;
+      below_fp32 |= v != GemmVariant::SP && v != GemmVariant::DP;
       if (v == GemmVariant::HP3 || v == GemmVariant::DP)
         c_used[static_cast<int>(c_format(v))] = true;
     }
-  // panel_trsm's scratch, pivots, flag
+  // panel_trsm's scratch, pivots, flag, and the split16 parts (one device: fast_fp32)
   std::int64_t bytes = panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8;
+  if (below_fp32) bytes += 4 * panel_elems * 2 + nt * 4;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
     if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,14 +46,17 @@ struct Factor {
   void* panel[kFormats][2] = {};      // converted panel copies, by format and step parity
   void* c_scratch[kFormats][2] = {};  // FP16 / FP64 C of HP3 / DP, one per stream
   FailureCode* flag = nullptr;
-  /// The diagonal tiles' updates as 3xTF32 GEMMs on tensor cores (gemm_tf32x3), set by a driver
-  /// before make_scratch where the policy has tiles below FP32 (their errors, 2^-11 and up, dwarf
-  /// 3xTF32's few units of FP32 rounding); uniform:SP and DP stay strict FP32. split[0] / [1]:
-  /// the TF32 high / low parts of the panel's tiles, laid out as panel[f][parity] and written on
-  /// the update stream just before the step's diagonal group reads them (one allocation, split[1]
-  /// right after split[0]).
+  /// The diagonal tiles' updates on FP16 tensor cores in FP32-grade arithmetic (split16), set by
+  /// a driver before make_scratch where the policy has tiles below FP32 (their errors, 2^-11 and
+  /// up, dwarf split16's few units of FP32 rounding); uniform:SP and DP stay strict FP32. Panel
+  /// tile (i, k) is split by fp16_split at 2^-exponents[i] (diagonal_exponents: |L(a, b)| <=
+  /// sqrt(A(a, a)) keeps every part within FP16's range) into [lo, hi, hi, lo] at split_parts(i,
+  /// k), written on the update stream just before the step's diagonal groups read them; each
+  /// group of equal exponents is then one FP16 GEMM with K = 3 nb, scale 2^(2e).
   bool fast_fp32 = false;
-  float* split[2] = {};
+  void* split = nullptr;
+  int* exponents = nullptr;        // device, per tile row
+  std::vector<int> exponent_of{};  // the same on the host
   /// Tile columns this device updates (empty: all of them).
   std::vector<char> owned{};
   /// Element offset of the layout at `base` (out of core: the first tile of the resident slab;
@@ -77,9 +82,9 @@ struct Factor {
   [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const { return base + offset(i, j); }
   [[nodiscard]] std::int64_t height(std::int64_t i) const { return a.layout.tile_height(i); }
 
-  // High (part 0) or low (1) TF32 part of panel tile (i, k), i > k (resident panels only).
-  [[nodiscard]] const float* split_operand(int part, std::int64_t i, std::int64_t k) const {
-    return split[part] + (i - k - 1) * nb * nb;
+  // The four FP16 parts of panel tile (i, k), i > k (resident panels only), nb^2 apart.
+  [[nodiscard]] const __half* split_parts(std::int64_t i, std::int64_t k) const {
+    return static_cast<const __half*>(split) + (i - k - 1) * 4 * nb * nb;
   }
 
   // Operand pointer of panel tile (i, k) in format f (the FP32 tile itself for fp32).
@@ -166,12 +171,13 @@ struct Factor {
   }
 
   // One pointer-array batch of step k: `count` tiles of height m in one variant, starting at
-  // `first` in the device pointer arrays; a 3xTF32 group (`split`) has its low parts' pointers
-  // in the `count` entries after those of the high parts.
+  // `first` in the device pointer arrays; a split16 group (`split`, K = 3 nb) has one exponent e
+  // and scale 2^(2e).
   struct Group {
     GemmVariant v;
     std::int64_t m, first, count;
     bool split = false;
+    float scale = 1.0f;
   };
   std::vector<std::vector<Group>> groups{};  // per step
   const void** a_ptrs = nullptr;
@@ -184,32 +190,50 @@ struct Factor {
 
   // Host pointer arrays for the columns k + 3 .. NT - 1 of every step (column k + 2 goes alone,
   // first, so that the panel stream's look-ahead can start on it): one group per variant and
-  // tile height, and one of the full diagonal tiles, updated as GEMMs of the whole tile (strict
-  // FP32, or 3xTF32 with fast_fp32; C -= A A^T: twice a SYRK's work, but batched: 47 us a tile
-  // in a batch of 96 on an H100, one SYRK 58 us on an H200; 4753 one-tile SYRKs were 27 % of the
-  // E-ELT band factorization's kernel time; the strict upper half of a diagonal tile is never
-  // read).
-  // Uploaded once by the caller.
+  // tile height, and the full diagonal tiles, updated as GEMMs of the whole tile (strict FP32, or
+  // split16 with fast_fp32, one group per exponent; C -= A A^T: twice a SYRK's work, but batched:
+  // 47 us a tile in a batch of 96 on an H100, one SYRK 58 us on an H200; 4753 one-tile SYRKs were
+  // 27 % of the E-ELT band factorization's kernel time; the strict upper half of a diagonal tile
+  // is never read). Uploaded once by the caller.
   void plan_groups(std::vector<const void*>& a_host, std::vector<const void*>& b_host,
                    std::vector<void*>& c_host) {
     groups.assign(static_cast<std::size_t>(nt), {});
     for (std::int64_t k = 0; k < nt; ++k) {
-      const bool split_group = fast_fp32 && split[0] && k >= first_resident;
-      Group diag{split_group ? GemmVariant::TF32 : GemmVariant::SP, nb,
-                 static_cast<std::int64_t>(a_host.size()), 0, split_group};
-      for (const int part : {0, 1}) {
-        if (part == 1 && !split_group) break;
-        for (std::int64_t j = k + 3; j < nt; ++j)
-          if (owns(j) && height(j) == nb) {
-            const void* op =
-                split_group ? split_operand(part, j, k) : operand(OperandFormat::fp32, j, k);
-            a_host.push_back(op);
-            b_host.push_back(op);
-            c_host.push_back(tile(j, j));
-            if (part == 0) ++diag.count;
-          }
+      const bool split_step = fast_fp32 && split != nullptr && k >= first_resident;
+      std::vector<std::int64_t> strict, splits;
+      for (std::int64_t j = k + 3; j < nt; ++j)
+        if (owns(j) && height(j) == nb)
+          (split_step && exponent_of[static_cast<std::size_t>(j)] != kNoSplitExponent ? splits
+                                                                                      : strict)
+              .push_back(j);
+      auto& step = groups[static_cast<std::size_t>(k)];
+      const auto add = [&](const std::vector<std::int64_t>& tiles, bool split16, int e) {
+        Group g{split16 ? GemmVariant::HP1 : GemmVariant::SP,
+                nb,
+                static_cast<std::int64_t>(a_host.size()),
+                0,
+                split16,
+                std::ldexp(1.0f, 2 * e)};
+        for (const std::int64_t j : tiles) {
+          if (split16 && exponent_of[static_cast<std::size_t>(j)] != e) continue;
+          const __half* parts = split16 ? split_parts(j, k) : nullptr;
+          a_host.push_back(split16 ? static_cast<const void*>(parts)
+                                   : operand(OperandFormat::fp32, j, k));
+          b_host.push_back(split16 ? static_cast<const void*>(parts + nb * nb)
+                                   : operand(OperandFormat::fp32, j, k));
+          c_host.push_back(tile(j, j));
+          ++g.count;
+        }
+        if (g.count > 0) step.push_back(g);
+      };
+      add(strict, false, 0);
+      std::vector<int> done;  // one split16 group per exponent
+      for (const std::int64_t j : splits) {
+        const int e = exponent_of[static_cast<std::size_t>(j)];
+        if (std::find(done.begin(), done.end(), e) != done.end()) continue;
+        done.push_back(e);
+        add(splits, true, e);
       }
-      if (diag.count > 0) groups[static_cast<std::size_t>(k)].push_back(diag);
     }
     for (std::int64_t k = 0; k < nt; ++k)
       for (const GemmVariant v :
@@ -230,17 +254,21 @@ struct Factor {
         }
   }
 
-  // The TF32 parts of panel k's tiles from row k + 3 on (those whose diagonal tiles the step's
-  // 3xTF32 group updates), on the update stream, which alone reads and writes split.
+  // The FP16 parts of panel k's full tiles from row k + 3 on (those whose diagonal tiles the
+  // step's split16 groups update), on the update stream, which alone reads and writes split.
   void split_panel(cudaStream_t stream, std::int64_t k) const {
+    const std::int64_t count = nt - k - 3 - (height(nt - 1) == nb ? 0 : 1);
+    if (count <= 0) return;
     BlockSet set;
-    set.base = base, set.first = offset(k + 3, k), set.stride = nb * nb, set.count = nt - k - 3;
-    set.rows = nb, set.last_rows = height(nt - 1), set.cols = nb, set.dst_stride = nb * nb;
-    // Never flags: TF32 has FP32's range, so only an already non-finite L(i, k) could, and that
-    // reaches L(i, i), whose check after the factorization reports it as the CPU path does.
-    set.tag_base = kNoFailure;
-    set.lo_offset = split[1] - split[0];
-    convert_blocks(set, Rounding::tf32_split, split[0] + 2 * nb * nb, flag, stream);
+    set.base = base, set.first = offset(k + 3, k), set.stride = nb * nb, set.count = count;
+    set.rows = nb, set.last_rows = nb, set.cols = nb, set.dst_stride = 4 * nb * nb;
+    set.exponents = exponents + k + 3, set.part_stride = nb * nb;
+    // A part past FP16's range (|L(a, b)| more than 4 sqrt(A(a, a))) can only come from an FP32
+    // overflow upstream; it is reported as the operand tile (i, k) of the diagonal update.
+    set.tag_base = failure_code(k, FailureKind::operand, false, k + 3, k);
+    set.tag_step = 1ULL << 20;  // adds 1 to the tile row of a code
+    convert_blocks(set, Rounding::fp16_split, static_cast<__half*>(split) + 2 * 4 * nb * nb, flag,
+                   stream);  // tile (k + 3, k) at split_parts(k + 3, k)
   }
 
   // Columns k + 3 .. NT - 1 with panel k: a short last diagonal tile's SYRK and the C-rounding
@@ -249,21 +277,15 @@ struct Factor {
   void update_rest(cublasHandle_t handle, cudaStream_t stream, std::int64_t k) const {
     for (std::int64_t j = k + 3; j < nt; ++j)
       if (owns(j)) update_column(handle, stream, 1, k, j, true);
+    bool split_done = false;
     for (const Group& grp : groups[static_cast<std::size_t>(k)]) {
-      if (grp.split) split_panel(stream, k);
-      GemmBatch g;
-      g.m = grp.m, g.n = nb, g.k = nb, g.lda = grp.m, g.ldb = nb, g.ldc = grp.m,
-      g.batch = grp.count;
+      if (grp.split && !split_done) split_panel(stream, k), split_done = true;
+      GemmBatch g;  // split16: [lo hi hi] [hi hi lo]^T, both nb x 3 nb
+      g.m = grp.m, g.n = nb, g.k = grp.split ? 3 * nb : nb, g.lda = grp.m, g.ldb = nb,
+      g.ldc = grp.m, g.batch = grp.count, g.scale = grp.scale;
       g.a_array = a_ptrs + grp.first, g.b_array = b_ptrs + grp.first,
       g.c_array = c_ptrs + grp.first;
-      if (grp.split) {
-        SplitOperands lo;
-        lo.a_lo_array = a_ptrs + grp.first + grp.count;
-        lo.b_lo_array = b_ptrs + grp.first + grp.count;
-        gemm_tf32x3(handle, g, lo);
-      } else {
-        gemm_batched(handle, grp.v, g);
-      }
+      gemm_batched(handle, grp.v, g);
     }
   }
 };

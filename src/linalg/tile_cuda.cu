@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "halfscope/core/cuda.hpp"
@@ -66,38 +68,167 @@ struct Out<Rounding::tf32_split> {  // the high part; the kernel writes the low 
   __device__ static float back(type y) { return y; }
 };
 template <>
+struct Out<Rounding::fp16_split> {  // the high part of the scaled value; the low one beside it
+  using type = __half;
+  __device__ static type conv(float x) { return __float2half_rn(x); }
+  __device__ static float back(type y) { return __half2float(y); }
+};
+template <>
 struct Out<Rounding::copy> {
   using type = float;
   __device__ static type conv(float x) { return x; }
   __device__ static float back(type y) { return y; }
 };
 
+// Columns of one block converted per loop trip: their loads are all issued before the first
+// store, so a thread keeps kColumns loads in flight instead of one.
+constexpr int kColumns = 4;
+
+template <class T>
+__device__ bool is_aligned(const T* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// Stores four converted values at p (aligned to min(16, 4 * sizeof(T)) bytes) in 8-, 16- or
+// two 16-byte stores.
+template <class T>
+__device__ void store4(T* p, const T (&v)[4]) {
+  if constexpr (sizeof(T) == 2) {
+    uint2 w;
+    w.x = static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&v[0])) |
+          static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&v[1])) << 16;
+    w.y = static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&v[2])) |
+          static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&v[3])) << 16;
+    *reinterpret_cast<uint2*>(p) = w;
+  } else if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *reinterpret_cast<double2*>(p) = make_double2(v[0], v[1]);
+    *reinterpret_cast<double2*>(p + 2) = make_double2(v[2], v[3]);
+  }
+}
+
+// Where a block's converted values go: the leading dimension and, for the splits, where the
+// low part (tf32_split) or the four parts (fp16_split) lie.
+struct Placement {
+  std::int64_t ld = 0;
+  std::int64_t lo_offset = 0;
+  std::int64_t part_stride = 0;
+};
+
+// One source element (already scaled for fp16_split): its converted value, the split's low part,
+// and whether it overflowed.
 template <Rounding R>
-__global__ void convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, FailureCode* flag) {
+__device__ typename Out<R>::type convert_one(float x, bool& overflow, typename Out<R>::type& lo) {
+  const typename Out<R>::type y = Out<R>::conv(x);
+  // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up front,
+  // a NaN/Inf here comes from an FP32 overflow upstream, never from the input. Plain copies
+  // (re-layouts of FP32 tiles) are left to the factor's final finiteness check.
+  overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
+  if constexpr (R == Rounding::tf32_split) lo = isfinite(y) ? x - y : y;  // exact in FP32
+  if constexpr (R == Rounding::fp16_split)  // x - hi is exact in FP32, then rounded to FP16
+    lo = isfinite(Out<R>::back(y)) ? __float2half_rn(x - __half2float(y)) : y;
+  return y;
+}
+
+// Stores one converted element, or four (aligned to min(16, 4 * sizeof(T)) bytes), with the
+// split's other parts.
+template <Rounding R, class V>
+__device__ void place(typename Out<R>::type* p, const V& y, const V& lo, const Placement& at) {
+  const auto put = [](typename Out<R>::type* q, const V& v) {
+    if constexpr (std::is_same_v<V, typename Out<R>::type>)
+      *q = v;
+    else
+      store4(q, v);
+  };
+  if constexpr (R == Rounding::fp16_split) {  // [lo, hi, hi, lo]
+    put(p, lo);
+    put(p + at.part_stride, y);
+    put(p + 2 * at.part_stride, y);
+    put(p + 3 * at.part_stride, lo);
+  } else {
+    put(p, y);
+    if constexpr (R == Rounding::tf32_split) put(p + at.lo_offset, lo);
+  }
+}
+
+// Block of `quads` x 4 rows and `cols` columns, every column 16-byte aligned at both ends:
+// float4 loads, 4-element stores.
+template <Rounding R>
+__device__ bool convert_quads(const float* src, std::int64_t src_ld, typename Out<R>::type* out,
+                              const Placement& at, std::int64_t quads, std::int64_t cols,
+                              float scale) {
+  using T = typename Out<R>::type;
+  bool overflow = false;
+  for (std::int64_t c0 = blockIdx.x * std::int64_t{kColumns}; c0 < cols;
+       c0 += std::int64_t{gridDim.x} * kColumns)
+    for (std::int64_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      float4 x[kColumns];
+#pragma unroll
+      for (int u = 0; u < kColumns; ++u)
+        if (c0 + u < cols) x[u] = *reinterpret_cast<const float4*>(src + (c0 + u) * src_ld + 4 * q);
+#pragma unroll
+      for (int u = 0; u < kColumns; ++u) {
+        if (c0 + u >= cols) break;
+        alignas(16) T y[4];
+        alignas(16) T lo[4];
+        y[0] = convert_one<R>(x[u].x * scale, overflow, lo[0]);
+        y[1] = convert_one<R>(x[u].y * scale, overflow, lo[1]);
+        y[2] = convert_one<R>(x[u].z * scale, overflow, lo[2]);
+        y[3] = convert_one<R>(x[u].w * scale, overflow, lo[3]);
+        place<R>(out + (c0 + u) * at.ld + 4 * q, y, lo, at);
+      }
+    }
+  return overflow;
+}
+
+// Any other block, element by element (kColumns columns per trip all the same).
+template <Rounding R>
+__device__ bool convert_scalars(const float* src, std::int64_t src_ld, typename Out<R>::type* out,
+                                const Placement& at, std::int64_t rows, std::int64_t cols,
+                                float scale) {
+  using T = typename Out<R>::type;
+  bool overflow = false;
+  for (std::int64_t c0 = blockIdx.x * std::int64_t{kColumns}; c0 < cols;
+       c0 += std::int64_t{gridDim.x} * kColumns)
+    for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      float x[kColumns];
+#pragma unroll
+      for (int u = 0; u < kColumns; ++u)
+        if (c0 + u < cols) x[u] = src[(c0 + u) * src_ld + r];
+#pragma unroll
+      for (int u = 0; u < kColumns; ++u) {
+        if (c0 + u >= cols) break;
+        T lo{};
+        const T y = convert_one<R>(x[u] * scale, overflow, lo);
+        place<R>(out + (c0 + u) * at.ld + r, y, lo, at);
+      }
+    }
+  return overflow;
+}
+
+template <Rounding R>
+__global__ void __launch_bounds__(kThreads)
+    convert_blocks_kernel(BlockSet set, typename Out<R>::type* dst, FailureCode* flag) {
+  using T = typename Out<R>::type;
   for (std::int64_t t = blockIdx.y; t < set.count; t += gridDim.y) {
     const FailureCode tag = set.tags ? set.tags[t] : set.tag_base + t * set.tag_step;
     if (tag == 0) continue;  // no consumer needs this block in this format
     const std::int64_t rows = t == set.count - 1 ? set.last_rows : set.rows;
     const std::int64_t src_ld = set.src_ld ? set.src_ld : rows;
-    const std::int64_t dst_ld = set.dst_ld ? set.dst_ld : rows;
+    const Placement at{set.dst_ld ? set.dst_ld : rows, set.lo_offset, set.part_stride};
     const float* src = set.base + (set.offsets ? set.offsets[t] : set.first + t * set.stride);
-    typename Out<R>::type* out = dst + t * set.dst_stride;
-    bool overflow = false;
-    // Columns over the grid, rows over the threads: coalesced, and no 64-bit division per
-    // element (which held the element-indexed version well below the copy bandwidth).
-    for (std::int64_t c = blockIdx.x; c < set.cols; c += gridDim.x)
-      for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-        const float x = src[c * src_ld + r];
-        const typename Out<R>::type y = Out<R>::conv(x);
-        // Any non-finite value is flagged, as the CPU emulation does: with A checked finite up
-        // front, a NaN/Inf here comes from an FP32 overflow upstream, never from the input.
-        // Plain copies (re-layouts of FP32 tiles) are left to the factor's final finiteness
-        // check.
-        overflow |= R != Rounding::copy && !isfinite(Out<R>::back(y));
-        out[c * dst_ld + r] = y;
-        if constexpr (R == Rounding::tf32_split)
-          out[set.lo_offset + c * dst_ld + r] = isfinite(y) ? x - y : y;
-      }
+    T* out = dst + t * set.dst_stride;
+    // A power of two: exact, barring FP32 underflow of entries far below the block's scale.
+    const float scale = R == Rounding::fp16_split ? ldexpf(1.0f, -set.exponents[t]) : 1.0f;
+    // Columns over the grid's x, rows over the threads: coalesced, no 64-bit division per
+    // element, and whole 16-byte vectors where every column of the block is aligned (the
+    // tiles of L with nb and n multiples of 4).
+    const bool quads = rows % 4 == 0 && src_ld % 4 == 0 && at.ld % 4 == 0 &&
+                       at.lo_offset % 4 == 0 && at.part_stride % 4 == 0 && is_aligned(src, 16) &&
+                       is_aligned(out, sizeof(T) * 4 < 16 ? sizeof(T) * 4 : 16);
+    const bool overflow = quads ? convert_quads<R>(src, src_ld, out, at, rows / 4, set.cols, scale)
+                                : convert_scalars<R>(src, src_ld, out, at, rows, set.cols, scale);
     if (overflow) atomicMin(flag, tag);
   }
 }
@@ -116,13 +247,53 @@ __global__ void convert_back_kernel(const T* src, std::int64_t count, std::int64
   }
 }
 
+// Block j: e_j of diagonal_exponents from the diagonal of tile (j, j).
+__global__ void __launch_bounds__(kThreads)
+    diagonal_exponents_kernel(const float* base, const std::int64_t* offsets,
+                              const std::int64_t* heights, int* out) {
+  __shared__ float largest[kThreads], smallest[kThreads];
+  const std::int64_t h = heights[blockIdx.x];
+  const float* d = base + offsets[blockIdx.x];
+  float hi = 0.0f, lo = INFINITY;  // lo = 0 marks an entry that is not positive and finite
+  for (std::int64_t a = threadIdx.x; a < h; a += blockDim.x) {
+    const float v = d[a * (h + 1)];
+    const bool ok = isfinite(v) && v > 0.0f;
+    hi = ok ? fmaxf(hi, v) : hi;
+    lo = ok ? fminf(lo, v) : 0.0f;
+  }
+  largest[threadIdx.x] = hi, smallest[threadIdx.x] = lo;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      largest[threadIdx.x] = fmaxf(largest[threadIdx.x], largest[threadIdx.x + s]);
+      smallest[threadIdx.x] = fminf(smallest[threadIdx.x], smallest[threadIdx.x + s]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  hi = largest[0], lo = smallest[0];
+  if (!(lo > 0.0f) || hi > ldexpf(lo, 20)) {
+    out[blockIdx.x] = kNoSplitExponent;
+    return;
+  }
+  int p = 0;
+  (void)frexpf(hi, &p);                               // hi = f 2^p, f in [0.5, 1)
+  const int half = p >= 0 ? (p + 1) / 2 : -(-p / 2);  // ceil(p / 2): sqrt(hi) < 2^half
+  out[blockIdx.x] = min(max(half - 14, -63), 63);
+}
+
 template <Rounding R>
 void launch_convert(const BlockSet& set, void* dst, FailureCode* flag, cudaStream_t stream) {
   if (set.count <= 0 || set.cols <= 0) return;
-  const std::int64_t per_block = std::max(set.rows, set.last_rows) * set.cols;
-  const int x =
-      static_cast<int>(std::min<std::int64_t>(set.cols, cuda::grid_blocks(per_block, kThreads, 8)));
+  // About two waves of blocks in all, each converting kColumns columns per trip: a block per
+  // column of one tile (4 KB) spent more time being scheduled than converting.
   const unsigned y = static_cast<unsigned>(std::min<std::int64_t>(set.count, 65535));
+  const std::int64_t groups = (set.cols + kColumns - 1) / kColumns;
+  int device = 0, sms = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  HS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::int64_t wanted = 2 * std::int64_t{sms} * (2048 / kThreads);
+  const int x = static_cast<int>(std::clamp<std::int64_t>((wanted + y - 1) / y, 1, groups));
   convert_blocks_kernel<R><<<dim3(static_cast<unsigned>(x), y), kThreads, 0, stream>>>(
       set, static_cast<typename Out<R>::type*>(dst), flag);
   HS_CHECK_LAUNCH();
@@ -238,7 +409,31 @@ void convert_blocks(const BlockSet& set, Rounding rounding, void* dst, FailureCo
       return launch_convert<Rounding::copy>(set, dst, flag, stream);
     case Rounding::tf32_split:
       return launch_convert<Rounding::tf32_split>(set, dst, flag, stream);
+    case Rounding::fp16_split:
+      return launch_convert<Rounding::fp16_split>(set, dst, flag, stream);
   }
+}
+
+std::vector<int> diagonal_exponents(const float* base, const std::vector<std::int64_t>& offsets,
+                                    const std::vector<std::int64_t>& heights, int* dev,
+                                    cudaStream_t stream) {
+  const auto nt = static_cast<std::int64_t>(offsets.size());
+  std::vector<int> host(offsets.size(), 0);
+  if (nt == 0) return host;
+  cuda::StreamScratch table(2 * nt * static_cast<std::int64_t>(sizeof(std::int64_t)), stream);
+  auto* dev_offsets = table.as<std::int64_t>();
+  HS_CUDA_CHECK(cudaMemcpyAsync(dev_offsets, offsets.data(), offsets.size() * sizeof(std::int64_t),
+                                cudaMemcpyHostToDevice, stream));
+  HS_CUDA_CHECK(cudaMemcpyAsync(dev_offsets + nt, heights.data(),
+                                heights.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice,
+                                stream));
+  diagonal_exponents_kernel<<<static_cast<unsigned>(nt), kThreads, 0, stream>>>(
+      base, dev_offsets, dev_offsets + nt, dev);
+  HS_CHECK_LAUNCH();
+  HS_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), dev, host.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host tables and `host` are then free
+  return host;
 }
 
 void convert_back(const void* src, bool from_half, std::int64_t count, std::int64_t block_elems,
@@ -263,7 +458,7 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
   const int m = as_int(g.m, "m"), n = as_int(g.n, "n"), k = as_int(g.k, "k");
   const int lda = as_int(g.lda, "lda"), ldb = as_int(g.ldb, "ldb"), ldc = as_int(g.ldc, "ldc");
   const int batch = as_int(g.batch, "batch");
-  const float minus_one = -1.0f, one = 1.0f;
+  const float alpha = -g.scale, one = 1.0f;
   if (g.a_array) {
     if (variant == GemmVariant::HP2 || variant == GemmVariant::HP3 || variant == GemmVariant::DP)
       throw InvalidInput(
@@ -275,22 +470,22 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
     const cublasComputeType_t compute = variant == GemmVariant::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                         : variant == GemmVariant::SP ? CUBLAS_COMPUTE_32F_PEDANTIC
                                                                      : CUBLAS_COMPUTE_32F;
-    HS_CUBLAS_CHECK(cublasGemmBatchedEx(handle, g.op_a, g.op_b, m, n, k, &minus_one, g.a_array, t,
-                                        lda, g.b_array, t, ldb, &one, g.c_array, CUDA_R_32F, ldc,
-                                        batch, compute, CUBLAS_GEMM_DEFAULT));
+    HS_CUBLAS_CHECK(cublasGemmBatchedEx(handle, g.op_a, g.op_b, m, n, k, &alpha, g.a_array, t, lda,
+                                        g.b_array, t, ldb, &one, g.c_array, CUDA_R_32F, ldc, batch,
+                                        compute, CUBLAS_GEMM_DEFAULT));
     return;
   }
   if (variant == GemmVariant::SP) {
     // COMPUTE_32F_PEDANTIC: strict FP32 whatever the handle's math mode or
     // NVIDIA_TF32_OVERRIDE say, so "SP" means the same here as in the grouped batches above.
     HS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        handle, g.op_a, g.op_b, m, n, k, &minus_one, g.a, CUDA_R_32F, lda, g.stride_a, g.b,
-        CUDA_R_32F, ldb, g.stride_b, &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch,
-        CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+        handle, g.op_a, g.op_b, m, n, k, &alpha, g.a, CUDA_R_32F, lda, g.stride_a, g.b, CUDA_R_32F,
+        ldb, g.stride_b, &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch, CUBLAS_COMPUTE_32F_PEDANTIC,
+        CUBLAS_GEMM_DEFAULT));
     return;
   }
   if (variant == GemmVariant::DP) {
-    const double dm = -1.0, d1 = 1.0;
+    const double dm = -static_cast<double>(g.scale), d1 = 1.0;
     HS_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, g.op_a, g.op_b, m, n, k, &dm,
                                               static_cast<const double*>(g.a), lda, g.stride_a,
                                               static_cast<const double*>(g.b), ldb, g.stride_b, &d1,
@@ -298,7 +493,7 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
     return;
   }
   if (variant == GemmVariant::HP3) {
-    const __half hm = __float2half(-1.0f), h1 = __float2half(1.0f);
+    const __half hm = __float2half(-g.scale), h1 = __float2half(1.0f);
     HS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, g.op_a, g.op_b, m, n, k, &hm, g.a,
                                                CUDA_R_16F, lda, g.stride_a, g.b, CUDA_R_16F, ldb,
                                                g.stride_b, &h1, g.c, CUDA_R_16F, ldc, g.stride_c,
@@ -311,17 +506,8 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
   const cublasComputeType_t compute =
       variant == GemmVariant::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   HS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      handle, g.op_a, g.op_b, m, n, k, &minus_one, g.a, ab, lda, g.stride_a, g.b, ab, ldb,
-      g.stride_b, &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
-}
-
-void gemm_tf32x3(cublasHandle_t handle, const GemmBatch& g, const SplitOperands& lo) {
-  GemmBatch part = g;
-  part.b = lo.b_lo, part.b_array = lo.b_lo_array;
-  gemm_batched(handle, GemmVariant::TF32, part);  // Ah Bl^T
-  part.a = lo.a_lo, part.b = g.b, part.a_array = lo.a_lo_array, part.b_array = g.b_array;
-  gemm_batched(handle, GemmVariant::TF32, part);  // Al Bh^T
-  gemm_batched(handle, GemmVariant::TF32, g);     // Ah Bh^T
+      handle, g.op_a, g.op_b, m, n, k, &alpha, g.a, ab, lda, g.stride_a, g.b, ab, ldb, g.stride_b,
+      &one, g.c, CUDA_R_32F, ldc, g.stride_c, batch, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace halfscope::linalg::detail

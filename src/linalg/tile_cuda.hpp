@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "halfscope/linalg/policy.hpp"
 #include "linalg/cholesky_cpu.hpp"  // tile_text
@@ -29,7 +30,11 @@ std::int64_t format_bytes(OperandFormat f) noexcept;
 /// (the C of HP2, kept in the FP32 tile exactly as the CPU emulation keeps it).
 /// `copy` moves FP32 values unchanged (re-laying out tiles, never overflows); `tf32_split` writes
 /// the 3xTF32 parts of x: hi = RNE_tf32(x) at the block's place and lo = x - hi (exact in FP32)
-/// at the same place plus BlockSet::lo_offset elements.
+/// at the same place plus BlockSet::lo_offset elements. `fp16_split` writes the FP16 parts of
+/// y = x 2^-e (e = BlockSet::exponents[t], so that y stays within FP16's range): hi = RNE_fp16(y),
+/// lo = RNE_fp16(y - hi), as four parts [lo, hi, hi, lo] BlockSet::part_stride elements apart, so
+/// that one GEMM with K = 3 cols reads [lo hi hi] against [hi hi lo]: lo hi^T + hi hi^T + hi lo^T,
+/// the small terms first (2.2e-6 against 3.5e-6 with them last, at K = 3 x 256 on an H200).
 enum class Rounding : std::uint8_t {
   to_fp16,
   to_bf16,
@@ -37,7 +42,8 @@ enum class Rounding : std::uint8_t {
   to_fp64,
   fp16_in_fp32,
   copy,
-  tf32_split
+  tf32_split,
+  fp16_split
 };
 
 /// The rounding that produces an operand format (fp32 has none; passing it is a logic error).
@@ -92,7 +98,9 @@ struct BlockSet {
   const FailureCode* tags = nullptr;
   FailureCode tag_base = 0;
   FailureCode tag_step = 0;
-  std::int64_t lo_offset = 0;  // tf32_split only
+  std::int64_t lo_offset = 0;      // tf32_split only
+  const int* exponents = nullptr;  // fp16_split only: block t scaled by 2^-exponents[t]
+  std::int64_t part_stride = 0;    // fp16_split only
 };
 
 /// Converts the blocks into `dst` (element type of `rounding`; float for to_tf32, tf32_split,
@@ -100,6 +108,20 @@ struct BlockSet {
 /// that rounds to a non-finite value stores min(flag, tag of its block) in *flag. Asynchronous.
 void convert_blocks(const BlockSet& set, Rounding rounding, void* dst, FailureCode* flag,
                     cudaStream_t stream);
+
+/// The fp16_split exponents of a lower tile matrix's tile rows: e_j, clamped to [-63, 63], with
+/// sqrt(m) < 2^(e_j + 14) <= 2 sqrt(m), m = max_a A(a, a) over the diagonal of tile (j, j) (at base
+/// + offsets[j], column-major, heights[j] rows). Every entry of row a of a Cholesky factor is at
+/// most sqrt(A(a, a)), so its fp16_split parts at 2^-e_j stay below 2^14, a quarter of FP16's
+/// largest value, and an entry's error (2^-22 relative, 2^-25 2^e_j absolute where a part is
+/// subnormal) stays within 2^-22 sqrt(A(a, a)) as long as the diagonal spans at most 2^20:
+/// kNoSplitExponent where it spans more (or has an entry that is not positive and finite), and
+/// that tile row's diagonal updates stay strict FP32. Written to `dev` (nt ints) and returned;
+/// synchronises `stream`.
+inline constexpr int kNoSplitExponent = 1000;
+std::vector<int> diagonal_exponents(const float* base, const std::vector<std::int64_t>& offsets,
+                                    const std::vector<std::int64_t>& heights, int* dev,
+                                    cudaStream_t stream);
 
 /// dst[e] = float(src[e]) for a packed span of `count` FP16 (from_half) or FP64 values, in
 /// blocks of `block_elems`; a non-finite FP16 value stores min(flag, tag_base + (e / block_elems)
@@ -109,14 +131,15 @@ void convert_back(const void* src, bool from_half, std::int64_t count, std::int6
                   std::int64_t block_rows, float* dst, std::int64_t dst_ld, FailureCode tag_base,
                   FailureCode tag_step, FailureCode* flag, cudaStream_t stream);
 
-/// One strided-batched GEMM C_b -= op(A_b) op(B_b), b < batch, in a variant's types: A and B in
-/// operand_format(variant), C FP32, except HP3 (C FP16, FP16 compute) and DP (C FP64). The
+/// One strided-batched GEMM C_b -= scale op(A_b) op(B_b), b < batch, in a variant's types: A and B
+/// in operand_format(variant), C FP32, except HP3 (C FP16, FP16 compute) and DP (C FP64). The
 /// caller prepares the converted operands and C; this only picks types, compute mode and scalars
 /// (SP: FP32 pedantic; TF32: FAST_TF32 on already RNE-rounded inputs; HP1/HP2/BF16: COMPUTE_32F).
 struct GemmBatch {
   cublasOperation_t op_a = CUBLAS_OP_N;
   cublasOperation_t op_b = CUBLAS_OP_T;
   std::int64_t m = 0, n = 0, k = 0;
+  float scale = 1.0f;  // 2^(2e) for the FP16 split parts of fp16_split, else 1
   const void* a = nullptr;
   std::int64_t lda = 0, stride_a = 0;
   const void* b = nullptr;
@@ -131,20 +154,6 @@ struct GemmBatch {
   void* const* c_array = nullptr;
 };
 void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g);
-
-/// C -= op(A) op(B) in FP32-grade arithmetic on tensor cores (3xTF32): with A = Ah + Al and
-/// B = Bh + Bl split by tf32_split, the strided batches Ah Bl^T, Al Bh^T, then Ah Bh^T (small
-/// terms first) in FAST_TF32, FP32 accumulation; Al Bl^T (2^-22 relative) is dropped. Per product
-/// the error is a few units of FP32 rounding, against 2^-11 for one TF32 or FP16 product. `g`
-/// gives the sizes, C and the strides (or pointer arrays); a and b are Ah / Bh, a_lo and b_lo
-/// the low parts with the same layout (pointer arrays: a_lo_array, b_lo_array).
-struct SplitOperands {
-  const void* a_lo = nullptr;
-  const void* b_lo = nullptr;
-  const void* const* a_lo_array = nullptr;
-  const void* const* b_lo_array = nullptr;
-};
-void gemm_tf32x3(cublasHandle_t handle, const GemmBatch& g, const SplitOperands& lo);
 
 /// The C format a variant updates (fp32, or fp16 for HP3, fp64 for DP).
 OperandFormat c_format(GemmVariant v) noexcept;

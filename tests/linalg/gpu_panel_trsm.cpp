@@ -1,6 +1,6 @@
 // The factorization's panel solve (detail::panel_trsm, src/linalg/panel_trsm_cuda.cu), the
-// substitutions' diagonal solves by inverses (detail::apply_inverse) and the 3xTF32 GEMM against
-// FP64 on the host.
+// substitutions' diagonal solves by inverses (detail::apply_inverse) and the split16 diagonal
+// update against FP64 on the host.
 //
 // X L^T = T with L lower triangular, diagonal in [1, 2], off-diagonal entries uniform in
 // [-1, 1] / w, so kappa(L) stays below 4. Every operation is FP32 (leaves by FP32 GEMMs with
@@ -228,71 +228,111 @@ TEST(GpuDiagInverse, MatchesFp64Solve) {
 #endif
 }
 
-// The diagonal tiles' 3xTF32 update (detail::gemm_tf32x3) of a factorization with a low-precision
-// policy: C -= A B^T for two strided 200 x 1024 operand pairs, split on the device by tf32_split.
-// Each product is exact to 1.25 x 2^-20 relative at worst (the TF32 truncation of the low part in
-// each of the two mixed products, 2^-21 each, and the dropped low x low term, 2^-22), summed in
-// FP32 (sqrt(k) 2^-24 with random signs): with a factor 2 of slack the error of an entry relative
-// to sum_l |a_il b_jl| stays below 6.2e-6. One TF32 product per term (low parts lost) errs by
-// about 2^-11 / sqrt(k) = 1.5e-5 per entry, several times that at the worst entry.
-TEST(GpuPanelTrsm, Tf32x3GemmIsFp32Grade) {
+#if HALFSCOPE_WITH_CUDA
+// diagonal_exponents of one tile with diagonal `d` (its off-diagonal entries 0).
+int exponent_of_diagonal(const std::vector<float>& d) {
+  const auto h = static_cast<std::int64_t>(d.size());
+  std::vector<float> tile(static_cast<std::size_t>(h * h), 0.0f);
+  for (std::int64_t a = 0; a < h; ++a) tile[static_cast<std::size_t>(a * (h + 1))] = d[a];
+  Array dev = Array::from_values<float>(tile, {h * h}).to(Memory::device);
+  Array out(DType::i32, {1}, Memory::device);
+  const auto host =
+      detail::diagonal_exponents(dev.data_as<float>(), {0}, {h}, out.data_as<int>(), nullptr);
+  EXPECT_EQ(out.to(Memory::host).data_as<int>()[0], host[0]);
+  return host[0];
+}
+#endif
+
+// The split16 exponent of a tile row: sqrt(max diagonal) < 2^(e + 14) <= 2 sqrt(max diagonal);
+// strict FP32 (kNoSplitExponent) where the diagonal spans more than 2^20 or is not positive.
+TEST(GpuPanelTrsm, DiagonalExponents) {
   HS_REQUIRE_GPU();
 #if HALFSCOPE_WITH_CUDA
-  const std::int64_t m = 200, k = 1024, batch = 2, elems = m * k;
+  EXPECT_EQ(exponent_of_diagonal({1.0f, 0.5f, 1.0f}), -13);  // sqrt(1) < 2^1
+  EXPECT_EQ(exponent_of_diagonal({4.1f, 3.0f}), -12);        // sqrt(4.1) < 4
+  EXPECT_EQ(exponent_of_diagonal({1e6f, 2e5f}), -4);         // sqrt(1e6) = 1000 < 2^10
+  EXPECT_EQ(exponent_of_diagonal({3e-9f, 1e-9f}), -28);      // sqrt(3e-9) = 5.5e-5 < 2^-14
+  EXPECT_EQ(exponent_of_diagonal({1.0f, std::ldexp(1.0f, -20)}), -13);  // a span of 2^20
+  EXPECT_EQ(exponent_of_diagonal({1.0f, std::ldexp(1.0f, -21)}), detail::kNoSplitExponent);
+  EXPECT_EQ(exponent_of_diagonal({1.0f, 0.0f}), detail::kNoSplitExponent);
+  EXPECT_EQ(exponent_of_diagonal({1.0f, -1.0f}), detail::kNoSplitExponent);
+#endif
+}
+
+// The diagonal tiles' update of a factorization with a low-precision policy (split16): C -= A A^T
+// for a 256 x 256 tile A whose row a has norm sqrt(d_a), d_a spread over 2^16, some entries of
+// every row 2^-20 of the others (their FP16 low parts subnormal), split on the device by
+// fp16_split at the tile row's exponent, then one FP16 GEMM with K = 3 x 256 and scale 2^(2e).
+// Each entry is split to 2^-22 relative (the hi + lo rounding) or 2^-25 2^e absolute (a subnormal
+// part), 2^-28 sqrt(d_a) at most; a product drops lo x lo (2^-22) and two part errors (2^-22
+// each), the FP32 sums add sqrt(3k) 2^-24 and the result's rounding 2^-23 (C and the product
+// are both at most sqrt(d_i d_j)): relative to sqrt(d_i d_j), the error stays below
+// 3 2^-22 + 2 sqrt(k) 2^-28 + sqrt(3k) 2^-24 + 2^-23, doubled for slack (5.2e-6 at k = 256). The
+// high parts alone (HP1) err by 1.3e-4 here.
+TEST(GpuPanelTrsm, Split16DiagonalUpdateIsFp32Grade) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  const std::int64_t nb = 256, elems = nb * nb;
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<float> a(static_cast<std::size_t>(batch * elems)), b(a.size());
-  std::vector<float> c(static_cast<std::size_t>(batch * m * m));
-  for (float& v : a) v = static_cast<float>(u(rng));
-  for (float& v : b) v = static_cast<float>(u(rng));
-  for (float& v : c) v = static_cast<float>(u(rng));
-  Array da = Array::from_values<float>(a, {batch * elems}).to(Memory::device);
-  Array db = Array::from_values<float>(b, {batch * elems}).to(Memory::device);
-  Array dc = Array::from_values<float>(c, {batch * m * m}).to(Memory::device);
-  Array parts(DType::f32, {4 * batch * elems}, Memory::device);
-  float* p = parts.data_as<float>();
+  std::vector<float> d(static_cast<std::size_t>(nb)), a(static_cast<std::size_t>(elems));
+  std::vector<float> c(static_cast<std::size_t>(elems));
+  for (std::int64_t i = 0; i < nb; ++i) {
+    d[static_cast<std::size_t>(i)] = static_cast<float>(3.0 * std::ldexp(1.0, -16 * i / nb));
+    double norm = 0.0;
+    for (std::int64_t l = 0; l < nb; ++l) {
+      const double v = u(rng) * (l % 7 == 3 ? std::ldexp(1.0, -20) : 1.0);
+      a[static_cast<std::size_t>(l * nb + i)] = static_cast<float>(v);
+      norm += v * v;
+    }
+    const double s = std::sqrt(d[static_cast<std::size_t>(i)] / norm);
+    for (std::int64_t l = 0; l < nb; ++l) a[static_cast<std::size_t>(l * nb + i)] *= s;
+  }
+  for (std::int64_t j = 0; j < nb; ++j)  // C on the scale of the products, as in a factorization
+    for (std::int64_t i = 0; i < nb; ++i)
+      c[static_cast<std::size_t>(j * nb + i)] = static_cast<float>(
+          u(rng) * std::sqrt(static_cast<double>(d[static_cast<std::size_t>(i)]) *
+                             d[static_cast<std::size_t>(j)]));
+  const int e = exponent_of_diagonal(d);
+  ASSERT_EQ(e, -13);  // sqrt(3) < 2
+  Array da = Array::from_values<float>(a, {elems}).to(Memory::device);
+  Array dc = Array::from_values<float>(c, {elems}).to(Memory::device);
+  const std::vector<std::int32_t> exponents{e};
+  Array exponent = Array::from_values<std::int32_t>(exponents, {1}).to(Memory::device);
+  Array parts(DType::f16, {4 * elems}, Memory::device);
   const std::vector<std::uint64_t> none{~0ULL};
   Array flag = Array::from_values<std::uint64_t>(none, {1}).to(Memory::device);
   auto* f = reinterpret_cast<detail::FailureCode*>(flag.data_as<std::uint64_t>());
   detail::BlockSet set;
-  set.count = 1, set.rows = batch * elems, set.last_rows = batch * elems, set.cols = 1;
-  set.tag_base = 1;
-  for (int side = 0; side < 2; ++side) {
-    set.base = side == 0 ? da.data_as<float>() : db.data_as<float>();
-    set.lo_offset = batch * elems;
-    detail::convert_blocks(set, detail::Rounding::tf32_split, p + 2 * side * batch * elems, f,
-                           nullptr);
-  }
+  set.base = da.data_as<float>(), set.count = 1, set.rows = nb, set.last_rows = nb, set.cols = nb;
+  set.tag_base = 1, set.exponents = exponent.data_as<int>(), set.part_stride = elems;
+  detail::convert_blocks(set, detail::Rounding::fp16_split, parts.data(), f, nullptr);
   detail::GemmBatch g;
-  g.m = m, g.n = m, g.k = k, g.a = p, g.lda = m, g.stride_a = elems;
-  g.b = p + 2 * batch * elems, g.ldb = m, g.stride_b = elems;
-  g.c = dc.data_as<float>(), g.ldc = m, g.stride_c = m * m, g.batch = batch;
-  detail::SplitOperands lo;
-  lo.a_lo = p + batch * elems, lo.b_lo = p + 3 * batch * elems;
+  const auto* p = static_cast<const std::uint16_t*>(parts.data());
+  g.m = nb, g.n = nb, g.k = 3 * nb, g.a = p, g.lda = nb, g.b = p + elems, g.ldb = nb;
+  g.c = dc.data_as<float>(), g.ldc = nb, g.scale = std::ldexp(1.0f, 2 * e);
   cuda::CublasHandle blas;
-  detail::gemm_tf32x3(blas.get(), g, lo);
+  detail::gemm_batched(blas.get(), GemmVariant::HP1, g);
   HS_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(flag.to(Memory::host).data_as<std::uint64_t>()[0], ~0ULL);
   const Array hc = dc.to(Memory::host);
   double worst = 0.0;
-  for (std::int64_t t = 0; t < batch; ++t)
-    for (std::int64_t j = 0; j < m; ++j)
-      for (std::int64_t i = 0; i < m; ++i) {
-        double ref = c[static_cast<std::size_t>(t * m * m + j * m + i)], scale = 0.0;
-        for (std::int64_t l = 0; l < k; ++l) {
-          const double x = a[static_cast<std::size_t>(t * elems + l * m + i)];
-          const double y = b[static_cast<std::size_t>(t * elems + l * m + j)];
-          ref -= x * y;
-          scale += std::abs(x * y);
-        }
-        const double e = std::abs(hc.data_as<float>()[t * m * m + j * m + i] - ref) / scale;
-        worst = std::max(worst, e);
-      }
-  const double bound =
-      2 * (1.25 * std::ldexp(1.0, -20) + std::sqrt(static_cast<double>(k)) * std::ldexp(1.0, -24));
+  for (std::int64_t j = 0; j < nb; ++j)
+    for (std::int64_t i = 0; i < nb; ++i) {
+      double ref = c[static_cast<std::size_t>(j * nb + i)];
+      for (std::int64_t l = 0; l < nb; ++l)
+        ref -= static_cast<double>(a[static_cast<std::size_t>(l * nb + i)]) *
+               a[static_cast<std::size_t>(l * nb + j)];
+      const double scale = std::sqrt(static_cast<double>(d[static_cast<std::size_t>(i)]) *
+                                     d[static_cast<std::size_t>(j)]);
+      worst = std::max(worst, std::abs(hc.data_as<float>()[j * nb + i] - ref) / scale);
+    }
+  const double k = static_cast<double>(nb);
+  const double bound = 2 * (3 * std::ldexp(1.0, -22) + 2 * std::sqrt(k) * std::ldexp(1.0, -28) +
+                            std::sqrt(3 * k) * std::ldexp(1.0, -24) + std::ldexp(1.0, -23));
   EXPECT_LE(worst, bound);
-  std::cout << "[measured gemm 3xTF32] k " << k << " worst relative error " << worst << " (bound "
-            << bound << ")\n";
+  std::cout << "[measured split16 diagonal update] k " << nb << " worst error " << worst
+            << " (bound " << bound << ")\n";
 #endif
 }
 

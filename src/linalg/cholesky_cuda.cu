@@ -146,6 +146,7 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
       heights.push_back(fc.height(j));
     }
     fc.exponent_of = diagonal_exponents(fc.base, offsets, heights, fc.exponents, stream);
+    fc.panel_split = s.take(panel_trsm_split_scratch(n - nb, nb) * 2, stream);
   }
   // The size query reads no data: any device pointer does.
   HS_CUSOLVER_CHECK(cusolverDnSpotrf_bufferSize(solver, CUBLAS_FILL_MODE_LOWER,
@@ -170,7 +171,7 @@ std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVaria
     }
   // panel_trsm's scratch, pivots, flag, and the split16 parts (one device: fast_fp32)
   std::int64_t bytes = panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8;
-  if (below_fp32) bytes += 4 * panel_elems * 2 + nt * 4;
+  if (below_fp32) bytes += 4 * panel_elems * 2 + nt * 4 + panel_trsm_split_scratch(n - nb, nb) * 2;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
     if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;
@@ -188,7 +189,14 @@ void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, float*
   PanelBlocks panel;  // the tiles below (k, k), where they lie
   panel.x = tile(k + 1, k), panel.count = nt - k - 1, panel.rows = nb;
   panel.last_rows = height(nt - 1), panel.stride = nb * nb;
-  panel_trsm(blas, tile(k, k), nb, panel, nb, leaf);
+  PanelSplit split;
+  if (panel_split != nullptr) {
+    split.exponents = exponents + k, split.host_exponents = exponent_of.data() + k;
+    split.parts = panel_split, split.flag = flag;
+    split.tag_base = failure_code(k, FailureKind::operand, false, k + 1, k);
+    split.tag_step = 1ULL << 20;  // adds 1 to the tile row of a code
+  }
+  panel_trsm(blas, tile(k, k), nb, panel, nb, leaf, panel_split != nullptr ? &split : nullptr);
 }
 
 void Factor::convert_panel(cudaStream_t stream, FailureCode* const* tags, std::int64_t k) const {

@@ -55,6 +55,7 @@ struct Factor {
   /// group of equal exponents is then one FP16 GEMM with K = 3 nb, scale 2^(2e).
   bool fast_fp32 = false;
   void* split = nullptr;
+  void* panel_split = nullptr;     // panel_trsm's split16 parts (PanelSplit), with fast_fp32
   int* exponents = nullptr;        // device, per tile row
   std::vector<int> exponent_of{};  // the same on the host
   /// Tile columns this device updates (empty: all of them).
@@ -97,7 +98,8 @@ struct Factor {
   }
 
   // Step k's panel on the handles' stream: spotrf of (k, k) (its info into infos[k]), then one
-  // solve of the tiles below it where they lie (panel_trsm, strict FP32, `leaf` its scratch):
+  // solve of the tiles below it where they lie (panel_trsm, strict FP32 or, with panel_split,
+  // split16 between halves; `leaf` its scratch):
   // one solve of the whole panel keeps the GPU busy where a strsm per tile (measured: the panel
   // stream's critical path) did not.
   void factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, float* work, int lwork,

@@ -8,13 +8,16 @@
 // update's persistent GEMMs leave no room to overlap them); each is now a GEMM by the leaf's
 // inverse (diag_inverse_cuda.cu). The GEMMs run batched over the panel's tiles where they lie,
 // so the panel is no longer gathered into one tall matrix and scattered back (32 ms of copies).
-// All of it stays on the FP32 pipes on purpose: a 3xTF32 version of the GEMMs between halves
-// (tried) made the factorization slower.
+// A 3xTF32 version of the GEMMs between halves (tried) made the factorization slower; under a
+// policy below FP32 they run as split16 FP16 GEMMs (one K = 3 h1 product per run of blocks,
+// PanelSplit), the leaves stay strict FP32.
 #include "linalg/panel_trsm_cuda.hpp"
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
@@ -34,6 +37,7 @@ struct Solver {
   PanelBlocks p;
   const float* inverses;  // -L_bb^-1 of leaf b at b kLeaf^2, ld kLeaf
   float* copy;            // a leaf's T: the blocks' columns packed, block t at t rows w
+  const PanelSplit* split;
 
   // `height` runs of `width` floats, `src_pitch` / `dst_pitch` floats apart.
   void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,
@@ -87,17 +91,54 @@ struct Solver {
     const std::int64_t h1 = std::max(kLeaf, w / 2 / kLeaf * kLeaf), h2 = w - h1;
     solve(l, c0, h1);
     // X2 -= X1 L21^T with L21 = rows h1 .. w - 1, columns 0 .. h1 - 1 of l.
+    const bool split16 = split != nullptr && split->host_exponents[0] != kNoSplitExponent;
+    if (split16) split_parts(l + h1, ldl, h2, h1, 1, 0, 0, l21_parts());
     runs([&](std::int64_t t0, std::int64_t count, std::int64_t rows, std::int64_t ld) {
-      GemmBatch g;
-      g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_T, g.m = rows, g.n = h2, g.k = h1;
-      g.a = p.x + t0 * p.stride + c0 * ld, g.lda = ld, g.stride_a = p.stride;
-      g.b = l + h1, g.ldb = ldl, g.stride_b = 0;
-      g.c = p.x + t0 * p.stride + (c0 + h1) * ld, g.ldc = ld, g.stride_c = p.stride;
-      g.batch = count;
-      gemm_batched(blas, GemmVariant::SP, g);
+      for (std::int64_t t = t0; t < t0 + count;) {  // runs of one exponent (split16)
+        const int e = split16 && rows == p.rows ? split->host_exponents[1 + t] : kNoSplitExponent;
+        std::int64_t end = t + 1;
+        while (end < t0 + count && split16 && split->host_exponents[1 + end] == e) ++end;
+        GemmBatch g;
+        g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_T, g.m = rows, g.n = h2, g.k = h1;
+        g.a = p.x + t * p.stride + c0 * ld, g.lda = ld, g.stride_a = p.stride;
+        g.b = l + h1, g.ldb = ldl, g.stride_b = 0;
+        g.c = p.x + t * p.stride + (c0 + h1) * ld, g.ldc = ld, g.stride_c = p.stride;
+        g.batch = end - t;
+        if (e == kNoSplitExponent) {
+          gemm_batched(blas, GemmVariant::SP, g);
+        } else {  // [lo hi hi]_X1 [hi hi lo]_L21^T
+          auto* x1 = static_cast<__half*>(split->parts);
+          split_parts(p.x + t * p.stride + c0 * ld, ld, rows, h1, end - t, p.stride, 1 + t, x1);
+          g.k = 3 * h1, g.a = x1, g.lda = rows, g.stride_a = 4 * rows * h1;
+          g.b = l21_parts() + h2 * h1, g.ldb = h2;
+          g.scale = std::ldexp(1.0f, e + split->host_exponents[0]);
+          gemm_batched(blas, GemmVariant::HP1, g);
+        }
+        t = end;
+      }
     });
     solve(l + h1 + h1 * ldl, c0 + h1, h2);
   }
+
+  // L21's parts, after the largest X1's (rows x h1 per block, four parts each).
+  [[nodiscard]] __half* l21_parts() const {
+    return static_cast<__half*>(split->parts) + l21_offset;
+  }
+
+  // The fp16_split parts of `count` blocks (rows x cols at src + t * stride, ld) into `dst`
+  // (block t at 4 rows cols, [lo, hi, hi, lo] rows cols apart), block t at exponents[e0 + t].
+  void split_parts(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                   std::int64_t count, std::int64_t stride, std::int64_t e0, __half* dst) const {
+    BlockSet set;
+    set.base = src, set.count = count, set.stride = stride, set.rows = rows, set.last_rows = rows;
+    set.cols = cols, set.src_ld = ld, set.dst_stride = 4 * rows * cols;
+    set.exponents = split->exponents + e0, set.part_stride = rows * cols;
+    // Modular: e0 = 0 (the diagonal tile's rows) is tag_base - tag_step.
+    set.tag_base = split->tag_base + static_cast<unsigned long long>(e0 - 1) * split->tag_step;
+    set.tag_step = split->tag_step;
+    convert_blocks(set, Rounding::fp16_split, dst, split->flag, stream);
+  }
+  std::int64_t l21_offset = 0;  // FP16 values before L21's parts in split->parts
 };
 
 }  // namespace
@@ -107,8 +148,20 @@ std::int64_t panel_trsm_scratch(std::int64_t rows, std::int64_t w) noexcept {
   return leaves * kLeaf * kLeaf + std::max<std::int64_t>(rows, 0) * std::min(w, kLeaf);
 }
 
+namespace {
+// The widest X1 of a w-column solve (its first halving's h1), which also bounds L21's sizes.
+std::int64_t widest_half(std::int64_t w) {
+  return w <= kLeaf ? 0 : std::max(kLeaf, w / 2 / kLeaf * kLeaf);
+}
+}  // namespace
+
+std::int64_t panel_trsm_split_scratch(std::int64_t rows, std::int64_t w) noexcept {
+  const std::int64_t h1 = widest_half(w);
+  return 4 * (std::max<std::int64_t>(rows, 0) * h1 + h1 * (w - h1));
+}
+
 void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, const PanelBlocks& p,
-                std::int64_t w, float* scratch) {
+                std::int64_t w, float* scratch, const PanelSplit* split) {
   if (p.count <= 0 || p.rows <= 0 || w <= 0) return;
   cudaStream_t stream = nullptr;
   HS_CUBLAS_CHECK(cublasGetStream(blas, &stream));
@@ -116,7 +169,9 @@ void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, const Pan
   tile.base = l, tile.ld = ldl, tile.w = w;
   leaf_inverses(tile, scratch, kLeaf, kLeaf * kLeaf, 0, stream);
   const std::int64_t leaves = (w + kLeaf - 1) / kLeaf;
-  const Solver s{blas, stream, ldl, p, scratch, scratch + leaves * kLeaf * kLeaf};
+  Solver s{blas, stream, ldl, p, scratch, scratch + leaves * kLeaf * kLeaf, split};
+  const std::int64_t all_rows = (p.count - 1) * p.rows + p.last_rows;
+  s.l21_offset = 4 * all_rows * widest_half(w);
   s.solve(l, 0, w);
 }
 

@@ -108,54 +108,82 @@ TEST(GpuPanelTrsm, MatchesFp64Solve) {
 // leaves, one halving) and 384 (leaves 0 and 1 after halving 128 + 256, then 128 + 128). Each row
 // of the panel is its own solve, so the reference and the bound are MatchesFp64Solve's; a leaf or
 // a block between halves applied at the wrong column or tile is off by O(1 / w) or more.
+// With split16 (PanelSplit) the blocks between halves run as FP16 split products: exponents -10
+// for L and blocks 0 and 3 (|X| < 16 = 2^(e + 14)), -9 for block 2 (another scale), none for
+// block 1 (strict FP32), and the short last block strict FP32 too. Each split product errs by
+// 3 2^-22 of its absolute sum at most (Split16DiagonalUpdateIsFp32Grade, which checks that
+// precision), amplified by kappa < 4: the bound gains 2 kappa 2^-20 (7.6e-6). A wrong part, scale
+// or run is off by O(1 / sqrt(w)); the split result must differ from the strict one (it ran).
 TEST(GpuPanelTrsm, TileColumnMatchesFp64Solve) {
   HS_REQUIRE_GPU();
 #if HALFSCOPE_WITH_CUDA
-  for (const std::int64_t w : {256, 384}) {
-    const std::int64_t count = 4, last = 100, stride = w * w;
-    std::mt19937_64 rng(17 + static_cast<std::uint64_t>(w));
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    const std::vector<float> l = random_lower(w, rng);
-    std::vector<float> t(static_cast<std::size_t>(count * stride));
-    for (float& v : t) v = static_cast<float>(u(rng));
-    std::vector<double> x(t.begin(), t.end());
-    for (std::int64_t b = 0; b < count; ++b) {
-      const std::int64_t rows = b == count - 1 ? last : w;  // ld = rows
-      double* xb = x.data() + b * stride;
-      for (std::int64_t j = 0; j < w; ++j)
-        for (std::int64_t r = 0; r < rows; ++r) {
-          double sum = xb[j * rows + r];
-          for (std::int64_t q = 0; q < j; ++q)
-            sum -= xb[q * rows + r] * l[static_cast<std::size_t>(q * w + j)];
-          xb[j * rows + r] = sum / l[static_cast<std::size_t>(j * w + j)];
-        }
-    }
-    Array dl = Array::from_values<float>(l, {w, w}).to(Memory::device);
-    Array dx = Array::from_values<float>(t, {count * stride}).to(Memory::device);
-    Array scratch(DType::f32, {detail::panel_trsm_scratch((count - 1) * w + last, w)},
+  std::vector<std::vector<float>> strict;  // per width, the strict FP32 result
+  for (const bool split16 : {false, true})
+    for (const std::int64_t w : {256, 384}) {
+      const std::int64_t count = 4, last = 100, stride = w * w;
+      std::mt19937_64 rng(17 + static_cast<std::uint64_t>(w));
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      const std::vector<float> l = random_lower(w, rng);
+      std::vector<float> t(static_cast<std::size_t>(count * stride));
+      for (float& v : t) v = static_cast<float>(u(rng));
+      std::vector<double> x(t.begin(), t.end());
+      for (std::int64_t b = 0; b < count; ++b) {
+        const std::int64_t rows = b == count - 1 ? last : w;  // ld = rows
+        double* xb = x.data() + b * stride;
+        for (std::int64_t j = 0; j < w; ++j)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            double sum = xb[j * rows + r];
+            for (std::int64_t q = 0; q < j; ++q)
+              sum -= xb[q * rows + r] * l[static_cast<std::size_t>(q * w + j)];
+            xb[j * rows + r] = sum / l[static_cast<std::size_t>(j * w + j)];
+          }
+      }
+      Array dl = Array::from_values<float>(l, {w, w}).to(Memory::device);
+      Array dx = Array::from_values<float>(t, {count * stride}).to(Memory::device);
+      Array scratch(DType::f32, {detail::panel_trsm_scratch((count - 1) * w + last, w)},
+                    Memory::device);
+      detail::PanelBlocks panel;
+      panel.x = dx.data_as<float>(), panel.count = count, panel.rows = w, panel.last_rows = last;
+      panel.stride = stride;
+      cuda::CublasHandle blas;
+      const std::vector<std::int32_t> exponents{-10, -10, detail::kNoSplitExponent, -9, -10};
+      Array dev_exponents = Array::from_values<std::int32_t>(exponents, {5}).to(Memory::device);
+      Array parts(DType::f16, {detail::panel_trsm_split_scratch((count - 1) * w + last, w)},
                   Memory::device);
-    detail::PanelBlocks panel;
-    panel.x = dx.data_as<float>(), panel.count = count, panel.rows = w, panel.last_rows = last;
-    panel.stride = stride;
-    cuda::CublasHandle blas;
-    detail::panel_trsm(blas.get(), dl.data_as<float>(), w, panel, w, scratch.data_as<float>());
-    HS_CUDA_CHECK(cudaDeviceSynchronize());
-    const Array hx = dx.to(Memory::host);
-    double num = 0.0, den = 0.0;
-    for (std::size_t e = 0; e < x.size(); ++e) {
-      // Past the last block's last_rows x w elements: untouched.
-      const bool inside = static_cast<std::int64_t>(e) < (count - 1) * stride + last * w;
-      const double ref = inside ? x[e] : static_cast<double>(t[e]);
-      const double d = hx.data_as<float>()[e] - ref;
-      num += d * d;
-      den += ref * ref;
+      const std::vector<std::uint64_t> none{~0ULL};
+      Array flag = Array::from_values<std::uint64_t>(none, {1}).to(Memory::device);
+      detail::PanelSplit split;
+      split.exponents = dev_exponents.data_as<int>(), split.host_exponents = exponents.data();
+      split.parts = parts.data();
+      split.flag = reinterpret_cast<unsigned long long*>(flag.data_as<std::uint64_t>());
+      split.tag_base = 2, split.tag_step = 1;
+      detail::panel_trsm(blas.get(), dl.data_as<float>(), w, panel, w, scratch.data_as<float>(),
+                         split16 ? &split : nullptr);
+      HS_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(flag.to(Memory::host).data_as<std::uint64_t>()[0], ~0ULL);
+      const Array hx = dx.to(Memory::host);
+      const float* got = hx.data_as<float>();
+      if (!split16) strict.emplace_back(got, got + x.size());
+      if (split16) {
+        const std::vector<float>& ref = strict[w == 256 ? 0 : 1];
+        EXPECT_FALSE(std::equal(ref.begin(), ref.end(), got)) << "w " << w;
+      }
+      double num = 0.0, den = 0.0;
+      for (std::size_t e = 0; e < x.size(); ++e) {
+        // Past the last block's last_rows x w elements: untouched.
+        const bool inside = static_cast<std::int64_t>(e) < (count - 1) * stride + last * w;
+        const double ref = inside ? x[e] : static_cast<double>(t[e]);
+        const double d = hx.data_as<float>()[e] - ref;
+        num += d * d;
+        den += ref * ref;
+      }
+      const double err = std::sqrt(num / den);
+      const double bound = 8.0 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24) +
+                           (split16 ? 8.0 * std::ldexp(1.0, -20) : 0.0);
+      EXPECT_LE(err, bound) << "w " << w << (split16 ? " split16" : "");
+      std::cout << "[measured panel trsm] tile column w " << w << (split16 ? " split16" : "")
+                << " error " << err << " (bound " << bound << ")\n";
     }
-    const double err = std::sqrt(num / den);
-    const double bound = 8.0 * std::sqrt(static_cast<double>(w)) * std::ldexp(1.0, -24);
-    EXPECT_LE(err, bound) << "w " << w;
-    std::cout << "[measured panel trsm] tile column w " << w << " error " << err << " (bound "
-              << bound << ")\n";
-  }
 #endif
 }
 
@@ -163,7 +191,8 @@ TEST(GpuPanelTrsm, TileColumnMatchesFp64Solve) {
 // on tensor cores), L as in MatchesFp64Solve (kappa < 4), X w x r with ld w + 5 (the padding rows
 // must stay as they were). The inverse is formed in FP32 (leaves by substitution, the blocks
 // below them by GEMMs; error below kappa sqrt(w) 2^-24 relative), each product entry of the
-// application errs by at most 1.25 x 2^-20 of its absolute sum (Tf32x3GemmIsFp32Grade) plus sqrt(w)
+// application errs by at most 1.25 x 2^-20 of its absolute sum (the TF32 truncation of the low
+// part in each mixed product, 2^-21 each, and the dropped low x low term, 2^-22) plus sqrt(w)
 // 2^-24 of summation, each amplified by at most kappa: bound 2 kappa (2 sqrt(w) 2^-24 + 1.25 x
 // 2^-20) (3.1e-5 at w = 512). The inverse applied untransposed for L^T, or not at all, is off by
 // O(1 / sqrt(w)) or more. Widths 512 (leaves joined over two levels), 300 (128 + 172, then 128 +

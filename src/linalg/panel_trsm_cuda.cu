@@ -94,10 +94,15 @@ struct Solver {
     const bool split16 = split != nullptr && split->host_exponents[0] != kNoSplitExponent;
     if (split16) split_parts(l + h1, ldl, h2, h1, 1, 0, 0, l21_parts());
     runs([&](std::int64_t t0, std::int64_t count, std::int64_t rows, std::int64_t ld) {
-      for (std::int64_t t = t0; t < t0 + count;) {  // runs of one exponent (split16)
-        const int e = split16 && rows == p.rows ? split->host_exponents[1 + t] : kNoSplitExponent;
+      // Runs of one exponent (split16; the strict FP32 blocks, all of them without split16, batch
+      // the same way).
+      const auto exponent = [&](std::int64_t t) {
+        return split16 && rows == p.rows ? split->host_exponents[1 + t] : kNoSplitExponent;
+      };
+      for (std::int64_t t = t0; t < t0 + count;) {
+        const int e = exponent(t);
         std::int64_t end = t + 1;
-        while (end < t0 + count && split16 && split->host_exponents[1 + end] == e) ++end;
+        while (end < t0 + count && exponent(end) == e) ++end;
         GemmBatch g;
         g.op_a = CUBLAS_OP_N, g.op_b = CUBLAS_OP_T, g.m = rows, g.n = h2, g.k = h1;
         g.a = p.x + t * p.stride + c0 * ld, g.lda = ld, g.stride_a = p.stride;

@@ -160,18 +160,17 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
 std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
   const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  bool used[kFormats] = {}, c_used[kFormats] = {}, below_fp32 = false;
+  bool used[kFormats] = {}, c_used[kFormats] = {};
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i) {
       const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
       used[static_cast<int>(operand_format(v))] = true;
-      below_fp32 |= v != GemmVariant::SP && v != GemmVariant::DP;
       if (v == GemmVariant::HP3 || v == GemmVariant::DP)
         c_used[static_cast<int>(c_format(v))] = true;
     }
-  // panel_trsm's scratch, pivots, flag, and the split16 parts (one device: fast_fp32)
+  // panel_trsm's scratch, pivots, flag (the drivers that ask, several devices and out of core,
+  // never take the one-device driver's split16 parts)
   std::int64_t bytes = panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8;
-  if (below_fp32) bytes += 4 * panel_elems * 2 + nt * 4 + panel_trsm_split_scratch(n - nb, nb) * 2;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
     if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;
@@ -193,8 +192,6 @@ void Factor::factor_panel(cusolverDnHandle_t solver, cublasHandle_t blas, float*
   if (panel_split != nullptr) {
     split.exponents = exponents + k, split.host_exponents = exponent_of.data() + k;
     split.parts = panel_split, split.flag = flag;
-    split.tag_base = failure_code(k, FailureKind::operand, false, k + 1, k);
-    split.tag_step = 1ULL << 20;  // adds 1 to the tile row of a code
   }
   panel_trsm(blas, tile(k, k), nb, panel, nb, leaf, panel_split != nullptr ? &split : nullptr);
 }

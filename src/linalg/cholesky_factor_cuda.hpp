@@ -265,10 +265,10 @@ struct Factor {
     set.base = base, set.first = offset(k + 3, k), set.stride = nb * nb, set.count = count;
     set.rows = nb, set.last_rows = nb, set.cols = nb, set.dst_stride = 4 * nb * nb;
     set.exponents = exponents + k + 3, set.part_stride = nb * nb;
-    // A part past FP16's range (|L(a, b)| more than 4 sqrt(A(a, a))) can only come from an FP32
-    // overflow upstream; it is reported as the operand tile (i, k) of the diagonal update.
-    set.tag_base = failure_code(k, FailureKind::operand, false, k + 3, k);
-    set.tag_step = 1ULL << 20;  // adds 1 to the tile row of a code
+    // Never flags, as the strict path would not: a part past FP16's range needs |L(a, b)| above
+    // 4 sqrt(A(a, a)), so A is not positive definite, and the Inf / NaN it leaves in C(i, i) fails
+    // that tile's spotrf, which reports it as the strict path does.
+    set.tag_base = kNoFailure;
     convert_blocks(set, Rounding::fp16_split, static_cast<__half*>(split) + 2 * 4 * nb * nb, flag,
                    stream);  // tile (k + 3, k) at split_parts(k + 3, k)
   }
@@ -319,8 +319,10 @@ struct PanelScratch {
 
 /// Allocates on `stream` what every factorization step needs: fc.panel (two copies per operand
 /// format in use, (n - nb) x nb each), the consumer-tag tables, fc.c_scratch of HP3 / DP, fc.flag
-/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and panel_trsm's scratch.
-/// Synchronises `stream` (the host tables it uploads are then free).
+/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and panel_trsm's scratch; with
+/// fc.fast_fp32 also the split16 parts (fc.split, fc.panel_split) and fc.exponents, from A's
+/// diagonal, which must therefore be ready on `stream`. Synchronises `stream` (the host tables it
+/// uploads are then free).
 void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s);
 
 /// Bytes make_scratch takes for this layout and these variants, cuSOLVER's workspace (a few

@@ -138,9 +138,7 @@ struct Solver {
     set.base = src, set.count = count, set.stride = stride, set.rows = rows, set.last_rows = rows;
     set.cols = cols, set.src_ld = ld, set.dst_stride = 4 * rows * cols;
     set.exponents = split->exponents + e0, set.part_stride = rows * cols;
-    // Modular: e0 = 0 (the diagonal tile's rows) is tag_base - tag_step.
-    set.tag_base = split->tag_base + static_cast<unsigned long long>(e0 - 1) * split->tag_step;
-    set.tag_step = split->tag_step;
+    set.tag_base = kNoFailure;  // never flags (PanelSplit)
     convert_blocks(set, Rounding::fp16_split, dst, split->flag, stream);
   }
   std::int64_t l21_offset = 0;  // FP16 values before L21's parts in split->parts

@@ -24,15 +24,15 @@ struct PanelBlocks {
 /// (diagonal_exponents: exponents[0] for the diagonal tile's rows, exponents[1 + t] for block t;
 /// on the device and, as host_exponents, on the host), X2 -= 2^(e_t + e_0) [lo hi hi]_X1
 /// [hi hi lo]_L21^T per run of blocks with one exponent; a block with kNoSplitExponent, or the
-/// short last block, stays strict FP32. A part past FP16's range stores min(flag, tag_base +
-/// t * tag_step) for block t, tag_base - tag_step for L21. `parts`:
-/// panel_trsm_split_scratch(rows, w) FP16 values.
+/// short last block, stays strict FP32. A part past FP16's range is not flagged (the conversion
+/// is given `flag` with a tag that never wins): it needs |L(a, b)| above 4 sqrt(A(a, a)), so A is
+/// not positive definite, and its Inf / NaN reaches a later pivot or the factor's checks.
+/// `parts`: panel_trsm_split_scratch(rows, w) FP16 values.
 struct PanelSplit {
   const int* exponents = nullptr;
   const int* host_exponents = nullptr;
   void* parts = nullptr;
   unsigned long long* flag = nullptr;
-  unsigned long long tag_base = 0, tag_step = 0;
 };
 
 /// Floats of scratch panel_trsm needs for panels of up to `rows` rows in all and w columns.
@@ -43,10 +43,10 @@ std::int64_t panel_trsm_split_scratch(std::int64_t rows, std::int64_t w) noexcep
 
 /// X L^T = T in place: T the panel `p`, `l` the lower triangle of the diagonal tile (w x w, ld
 /// ldl). The columns are halved recursively down to widths of 128 or less (leaves); the block
-/// between two halves, X2 -= X1 L21^T, is one GEMM batched over the row blocks (strict FP32, or
-/// split16 with `split`), and each leaf one strict FP32 GEMM by its block's inverse
-/// (leaf_inverses, all formed first), its T copied aside. `scratch`: panel_trsm_scratch(rows, w)
-/// floats. Asynchronous on the handle's stream.
+/// between two halves, X2 -= X1 L21^T, is one GEMM batched over the row blocks (strict FP32; or
+/// split16 with `split`, one per run of blocks with one exponent), and each leaf one strict FP32
+/// GEMM by its block's inverse (leaf_inverses, all formed first), its T copied aside. `scratch`:
+/// panel_trsm_scratch(rows, w) floats. Asynchronous on the handle's stream.
 void panel_trsm(cublasHandle_t blas, const float* l, std::int64_t ldl, const PanelBlocks& p,
                 std::int64_t w, float* scratch, const PanelSplit* split = nullptr);
 

@@ -68,7 +68,7 @@ struct Out<Rounding::tf32_split> {  // the high part; the kernel writes the low 
   __device__ static float back(type y) { return y; }
 };
 template <>
-struct Out<Rounding::fp16_split> {  // the high part of the scaled value; the low one beside it
+struct Out<Rounding::fp16_split> {  // the high part of the scaled value; the kernel places all four
   using type = __half;
   __device__ static type conv(float x) { return __float2half_rn(x); }
   __device__ static float back(type y) { return __half2float(y); }

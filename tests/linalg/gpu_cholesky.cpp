@@ -6,8 +6,9 @@
 // e = gamma_{n+1}(2^-24) + the largest variant term in use (input, C and output roundings plus
 // gamma_n of the accumulation); forward error vs LAPACKE_dpotrf <= 2 kappa e trace / ||A||.
 // GPU vs CPU: both factor the same FP32 input with the same input roundings and differ in
-// summation order (and, under a policy with tiles below FP32, in the GPU's 3xTF32 diagonal-tile
-// updates, a few FP32 roundings per product), and each is within the forward bound of the exact
+// summation order (and, under a policy with tiles below FP32, in the GPU's split16 diagonal-tile
+// updates and panel blocks between halves, a few FP32 roundings per product), and each is within
+// the forward bound of the exact
 // factor, so
 // ||L_gpu - L_cpu|| / ||L|| <= 2 (2 kappa e trace / ||A||) by the triangle inequality.
 #include <gtest/gtest.h>

@@ -156,7 +156,6 @@ TEST(GpuPanelTrsm, TileColumnMatchesFp64Solve) {
       split.exponents = dev_exponents.data_as<int>(), split.host_exponents = exponents.data();
       split.parts = parts.data();
       split.flag = reinterpret_cast<unsigned long long*>(flag.data_as<std::uint64_t>());
-      split.tag_base = 2, split.tag_step = 1;
       detail::panel_trsm(blas.get(), dl.data_as<float>(), w, panel, w, scratch.data_as<float>(),
                          split16 ? &split : nullptr);
       HS_CUDA_CHECK(cudaDeviceSynchronize());

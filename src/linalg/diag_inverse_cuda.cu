@@ -123,14 +123,6 @@ void split(const float* src, std::int64_t src_ld, std::int64_t w, std::int64_t c
   convert_blocks(set, Rounding::tf32_split, dst, flag, s);
 }
 
-void copy_rows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, float* dst,
-               cudaStream_t s) {
-  const auto pitch = static_cast<std::size_t>(ld) * sizeof(float);
-  HS_CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, src, pitch,
-                                  static_cast<std::size_t>(rows) * sizeof(float),
-                                  static_cast<std::size_t>(cols), cudaMemcpyDeviceToDevice, s));
-}
-
 }  // namespace
 
 void leaf_inverses(const TriangularBlocks& in, float* out, std::int64_t ldo,
@@ -183,14 +175,14 @@ void apply_inverse(cublasHandle_t blas, const float* neg_inv, std::int64_t w, bo
   float* b = scratch + 3 * w * w;
   if (transpose) {
     split(neg_inv, w, w, w, a, 3 * w, w, flag, tag, s);
-    copy_rows(a, 3 * w, w, w, a + 2 * w, s);
+    copy_2d(a + 2 * w, 3 * w, a, 3 * w, w, w, s);
   } else {
     split(neg_inv, w, w, w, a, w, w * w, flag, tag, s);
     HS_CUDA_CHECK(cudaMemcpyAsync(a + 2 * w * w, a, static_cast<std::size_t>(w * w) * sizeof(float),
                                   cudaMemcpyDeviceToDevice, s));
   }
   split(x, ldx, w, r, b + w, 3 * w, -w, flag, tag_x, s);
-  copy_rows(b + w, 3 * w, w, r, b + 2 * w, s);
+  copy_2d(b + 2 * w, 3 * w, b + w, 3 * w, w, r, s);
   HS_CUDA_CHECK(cudaMemset2DAsync(x, static_cast<std::size_t>(ldx) * sizeof(float), 0,
                                   static_cast<std::size_t>(w) * sizeof(float),
                                   static_cast<std::size_t>(r), s));

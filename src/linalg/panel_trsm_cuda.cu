@@ -39,20 +39,6 @@ struct Solver {
   float* copy;            // a leaf's T: the blocks' columns packed, block t at t rows w
   const PanelSplit* split;
 
-  // `height` runs of `width` floats, `src_pitch` / `dst_pitch` floats apart.
-  void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,
-               std::int64_t width, std::int64_t height) const {
-    const std::size_t bytes = static_cast<std::size_t>(width) * sizeof(float);
-    if (height == 1) {
-      HS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-      return;
-    }
-    HS_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_pitch) * sizeof(float), src,
-                                    static_cast<std::size_t>(src_pitch) * sizeof(float), bytes,
-                                    static_cast<std::size_t>(height), cudaMemcpyDeviceToDevice,
-                                    stream));
-  }
-
   // The full-height blocks, then the short last one: (first block, count, rows, ld) runs.
   template <class F>
   void runs(F&& f) const {
@@ -70,10 +56,10 @@ struct Solver {
       float* x = p.x + t0 * p.stride + c0 * ld;
       float* t = copy + t0 * p.rows * w;
       if (ld == rows) {  // each block's columns contiguous: one copy for the run
-        copy_2d(t, rows * w, x, p.stride, rows * w, count);
+        copy_2d(t, rows * w, x, p.stride, rows * w, count, stream);
       } else {
         for (std::int64_t b = 0; b < count; ++b)
-          copy_2d(t + b * rows * w, rows, x + b * p.stride, ld, rows, w);
+          copy_2d(t + b * rows * w, rows, x + b * p.stride, ld, rows, w, stream);
       }
       const float minus_one = -1.0f, zero = 0.0f;
       const PedanticMath strict(blas);

@@ -436,6 +436,19 @@ std::vector<int> diagonal_exponents(const float* base, const std::vector<std::in
   return host;
 }
 
+void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,
+             std::int64_t width, std::int64_t height, cudaStream_t stream) {
+  const std::size_t bytes = static_cast<std::size_t>(width) * sizeof(float);
+  if (height == 1) {
+    HS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  HS_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_pitch) * sizeof(float), src,
+                                  static_cast<std::size_t>(src_pitch) * sizeof(float), bytes,
+                                  static_cast<std::size_t>(height), cudaMemcpyDeviceToDevice,
+                                  stream));
+}
+
 void convert_back(const void* src, bool from_half, std::int64_t count, std::int64_t block_elems,
                   std::int64_t block_rows, float* dst, std::int64_t dst_ld, FailureCode tag_base,
                   FailureCode tag_step, FailureCode* flag, cudaStream_t stream) {

@@ -123,6 +123,11 @@ std::vector<int> diagonal_exponents(const float* base, const std::vector<std::in
                                     const std::vector<std::int64_t>& heights, int* dev,
                                     cudaStream_t stream);
 
+/// Device-to-device copy of `height` runs of `width` floats, `src_pitch` / `dst_pitch` floats
+/// apart (one plain copy when height is 1). Asynchronous on `stream`.
+void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,
+             std::int64_t width, std::int64_t height, cudaStream_t stream);
+
 /// dst[e] = float(src[e]) for a packed span of `count` FP16 (from_half) or FP64 values, in
 /// blocks of `block_elems`; a non-finite FP16 value stores min(flag, tag_base + (e / block_elems)
 /// * tag_step) (an FP16 product or sum overflowed). dst is column-major with rows = block_rows

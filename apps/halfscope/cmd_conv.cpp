@@ -73,8 +73,9 @@ void register_conv(CLI::App& app, Globals& g) {
   cmd->add_option("image", c->image, "image file")->required();
   cmd->add_option("kernel", c->kernel, "kernel file")->required();
   cmd->add_option("-o,--output", c->output, "output file")->required();
-  cmd->add_option("--method", c->method,
-                  "auto, direct, fft (CPU); naive, register, fft, gemm, tensor (GPU)")
+  cmd->add_option(
+         "--method", c->method,
+         "auto, direct, fft (CPU); naive, register, fft, gemm, tensor, cudnn, separable (GPU)")
       ->capture_default_str();
   cmd->add_option("--precision", c->precision, "double, single, tf32, half, mixed, bf16, split")
       ->capture_default_str();

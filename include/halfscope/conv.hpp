@@ -24,8 +24,10 @@ enum class ConvMode { Full, Same, Valid };
 enum class Boundary { Zero, Circular };
 
 /// How the convolution is computed. CPU: Direct, FFT. GPU: Naive, Register (PRCF), FFT, Gemm,
-/// Cudnn, Tensor. Auto picks by measuring on the first call for a shape (see conv_plan.hpp).
-enum class ConvMethod { Auto, Direct, FFT, Naive, Register, Gemm, Cudnn, Tensor };
+/// Cudnn, Tensor, Separable (a kernel that is a sum of at most 4 outer products within its storage
+/// rounding, such as a Gaussian, as 1-D row and column passes). Auto picks by measuring on the
+/// first call for a shape and kernel rank (docs/conv.md, "How auto chooses").
+enum class ConvMethod { Auto, Direct, FFT, Naive, Register, Gemm, Cudnn, Tensor, Separable };
 
 std::string_view conv_mode_name(ConvMode m) noexcept;
 std::string_view boundary_name(Boundary b) noexcept;
@@ -95,6 +97,8 @@ ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const Co
 
 /// The method Auto picks without measuring, for a kernel of (krows x kcols), a precision and a
 /// resolved device (Cpu or Cuda). See docs/conv.md for the rule and the measurements behind it.
+/// On the GPU, a kernel of width >= 9 that is separable (of a rank worth running) takes the
+/// Separable method before this rule applies: that depends on the kernel's values, not its size.
 ConvMethod conv_heuristic_method(std::int64_t krows, std::int64_t kcols, Precision precision,
                                  DeviceKind device);
 

@@ -53,7 +53,7 @@ def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0, *, method="a
         ``halfscope.Unsupported``.
     method : str
         'auto' (measured on the first call of a shape on the GPU), or one of 'direct', 'fft'
-        (CPU), 'naive', 'register', 'fft', 'gemm', 'cudnn', 'tensor' (GPU).
+        (CPU), 'naive', 'register', 'fft', 'gemm', 'cudnn', 'tensor', 'separable' (GPU).
     precision : str
         'double', 'single', 'tf32', 'half', 'mixed', 'bf16' or 'split'.
     device : {None, 'auto', 'cpu', 'cuda'}

@@ -31,8 +31,9 @@ void say(const ConvBenchOptions& o, const std::string& m) {
 
 std::vector<std::pair<ConvMethod, Precision>> default_cases() {
   std::vector<std::pair<ConvMethod, Precision>> out;
-  for (ConvMethod m : {ConvMethod::Naive, ConvMethod::Register, ConvMethod::FFT, ConvMethod::Gemm,
-                       ConvMethod::Cudnn, ConvMethod::Tensor, ConvMethod::Auto})
+  for (ConvMethod m :
+       {ConvMethod::Naive, ConvMethod::Register, ConvMethod::FFT, ConvMethod::Gemm,
+        ConvMethod::Cudnn, ConvMethod::Tensor, ConvMethod::Separable, ConvMethod::Auto})
     for (Precision p : conv_supported_precisions(m, DeviceKind::Cuda))
       if (p != Precision::Double) out.emplace_back(m, p);
   return out;

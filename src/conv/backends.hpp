@@ -7,6 +7,7 @@
 #pragma once
 
 #include "conv/geometry.hpp"
+#include "conv/separable.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/core/precision.hpp"
@@ -35,6 +36,11 @@ void gemm_cuda(const Geometry& g, Precision p, const Array& image, const Array& 
                cudaStream_t stream);
 void tensor_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel,
                  Array& out, cudaStream_t stream);
+// Low-rank kernels as 1-D passes (separable.hpp): double, single, mixed, bf16. `factors` as
+// factor_separable gave them for this kernel, or null to factor it here (a device kernel is read
+// back); a kernel that needs more than kSeparableMaxRank terms is Unsupported.
+void separable_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel,
+                    Array& out, cudaStream_t stream, const SeparableFactors* factors);
 #if HALFSCOPE_WITH_CUDNN
 // cuDNN (cudnn_cuda.cu): single, half, mixed; builds with cuDNN found at configure time only.
 void cudnn_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel, Array& out,

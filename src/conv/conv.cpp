@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "conv/backends.hpp"
@@ -29,7 +30,7 @@ constexpr std::array<std::pair<std::string_view, ConvMode>, 3> kModes{
     {{"full", ConvMode::Full}, {"same", ConvMode::Same}, {"valid", ConvMode::Valid}}};
 constexpr std::array<std::pair<std::string_view, Boundary>, 2> kBoundaries{
     {{"zero", Boundary::Zero}, {"circular", Boundary::Circular}}};
-constexpr std::array<std::pair<std::string_view, ConvMethod>, 8> kMethods{
+constexpr std::array<std::pair<std::string_view, ConvMethod>, 9> kMethods{
     {{"auto", ConvMethod::Auto},
      {"direct", ConvMethod::Direct},
      {"fft", ConvMethod::FFT},
@@ -37,7 +38,8 @@ constexpr std::array<std::pair<std::string_view, ConvMethod>, 8> kMethods{
      {"register", ConvMethod::Register},
      {"gemm", ConvMethod::Gemm},
      {"cudnn", ConvMethod::Cudnn},
-     {"tensor", ConvMethod::Tensor}}};
+     {"tensor", ConvMethod::Tensor},
+     {"separable", ConvMethod::Separable}}};
 }  // namespace
 
 std::string_view conv_mode_name(ConvMode m) noexcept {
@@ -108,6 +110,8 @@ std::vector<Precision> conv_supported_precisions(ConvMethod method, DeviceKind d
                  : std::vector<P>{};
     case ConvMethod::Tensor:
       return gpu ? std::vector<P>{P::Mixed, P::BF16, P::Split} : std::vector<P>{};
+    case ConvMethod::Separable:
+      return gpu ? std::vector<P>{P::Double, P::Single, P::Mixed, P::BF16} : std::vector<P>{};
     case ConvMethod::Cudnn:
       // Only where cuDNN was found at configure time (HALFSCOPE_WITH_CUDNN).
       return gpu && HALFSCOPE_WITH_CUDNN ? std::vector<P>{P::Single, P::Half, P::Mixed}
@@ -211,7 +215,24 @@ struct Prepared {
   Precision precision =
       Precision::Single;  // what the method runs in (Auto may run single as split)
   Array image, kernel;    // storage dtype, in the memory the method runs in
+  std::optional<conv::SeparableFactors> factors;  // Auto on the GPU, for a low-rank kernel
 };
+
+// Auto on the GPU: the kernel's low-rank factors when it is wide enough for them to pay off and
+// a precision of the separable method can serve the call (split as single: same storage,
+// FP32-grade). A device kernel is read back for this (a synchronisation).
+std::optional<conv::SeparableFactors> auto_factors(const conv::Geometry& g, const Array& kernel,
+                                                   Precision p) {
+  const Precision run = p == Precision::Split ? Precision::Single : p;
+  const auto ps = conv_supported_precisions(ConvMethod::Separable, DeviceKind::Cuda);
+  const int max_rank = conv::separable_worthwhile_rank(g.krows, g.kcols);
+  // Beyond 1024 taps a line the method's shared-memory tiles do not fit (and the valid-mode swap
+  // can make the "kernel" a whole image, not worth reading back).
+  if (std::max(g.krows, g.kcols) < conv::kSeparableMinWidth || g.krows > 1024 || g.kcols > 1024 ||
+      max_rank == 0 || std::find(ps.begin(), ps.end(), run) == ps.end())
+    return std::nullopt;
+  return conv::factor_separable(kernel, conv::separable_tolerance(run), max_rank);
+}
 
 Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) {
   if (image.empty() || kernel.empty()) throw InvalidInput("convolve2d: an input array is empty");
@@ -250,7 +271,9 @@ Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) 
   g.krows = ker.dim(0);
   g.kcols = ker.dim(1);
   if (o.method == ConvMethod::Auto) {
-    const conv::Plan plan = conv::plan_method(g, o.precision, w.device, o.plan_by_measuring);
+    if (w.device == DeviceKind::Cuda) w.factors = auto_factors(g, ker, o.precision);
+    const conv::Plan plan = conv::plan_method(g, o.precision, w.device, o.plan_by_measuring,
+                                              w.factors ? &*w.factors : nullptr);
     w.method = plan.method;
     w.precision = plan.precision;
   } else {
@@ -282,7 +305,8 @@ void convolve2d_into(const Array& image, const Array& kernel, Array& out, const 
   // A device output may leave the FP16 overflow check for later when the caller opts in
   // (overflow_check.hpp); otherwise the check completes before this call returns.
   const conv::OverflowDeferralScope defer(out.on_device() && o.defer_overflow_check);
-  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
+  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out,
+                   w.factors ? &*w.factors : nullptr);
   // Earlier deferred calls of this thread that have finished, checked without waiting; after the
   // launch, so this host work overlaps the GPU's.
   conv::poll_deferred_overflow();
@@ -302,7 +326,8 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) 
     // only when the caller opted in.
     const conv::OverflowDeferralScope defer(mem == Memory::device && device_input &&
                                             o.defer_overflow_check);
-    conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out);
+    conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out,
+                     w.factors ? &*w.factors : nullptr);
   }
   conv::poll_deferred_overflow();
   return mem == Memory::device && !device_input ? out.to(Memory::host) : out;

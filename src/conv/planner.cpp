@@ -18,7 +18,7 @@
 namespace halfscope::conv {
 
 void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image,
-                const Array& kernel, Array& out) {
+                const Array& kernel, Array& out, const SeparableFactors* factors) {
   switch (m) {
     case ConvMethod::Direct:
       direct_cpu(g, p, image, kernel, out);
@@ -50,6 +50,9 @@ void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image
     case ConvMethod::Tensor:
       tensor_cuda(g, p, image, kernel, out, s);
       break;
+    case ConvMethod::Separable:
+      separable_cuda(g, p, image, kernel, out, s, factors);
+      break;
 #if HALFSCOPE_WITH_CUDNN
     case ConvMethod::Cudnn:
       cudnn_cuda(g, p, image, kernel, out, s);
@@ -67,6 +70,18 @@ void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image
 
 namespace {
 
+// The precision Separable runs a request in: split as single (same storage, FP32-grade).
+Precision separable_precision(Precision p) {
+  return p == Precision::Split ? Precision::Single : p;
+}
+
+// The GPU plan without measuring: Separable for a low-rank kernel (auto passes factors only when
+// they are worth running), else conv_heuristic_method.
+Plan heuristic_plan(const Geometry& g, Precision p, const SeparableFactors* factors) {
+  if (factors) return {ConvMethod::Separable, separable_precision(p)};
+  return {conv_heuristic_method(g.krows, g.kcols, p, DeviceKind::Cuda), p};
+}
+
 bool measuring_disabled_by_env() {
   const char* v = std::getenv("HALFSCOPE_CONV_MEASURE");
   return v && std::string(v) == "0";
@@ -75,9 +90,9 @@ bool measuring_disabled_by_env() {
 #if HALFSCOPE_WITH_CUDA
 // Key of a planned problem: everything that changes which method is fastest.
 using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                           std::int64_t, int, int>;
+                           std::int64_t, int, int, int>;
 
-Plan measure_fastest(const Geometry& g, Precision p) {
+Plan measure_fastest(const Geometry& g, Precision p, const SeparableFactors* factors) {
   // Candidates: every GPU method that delivers this precision's accuracy. Single may also run as
   // split on tensor cores: the same FP32 storage and FP32-grade error (docs/conv.md). cudnn is
   // not a candidate: its own algorithm search costs more than this whole measurement, and on one
@@ -89,13 +104,15 @@ Plan measure_fastest(const Geometry& g, Precision p) {
     if (std::find(ps.begin(), ps.end(), p) != ps.end()) candidates.emplace_back(m, p);
   }
   if (p == Precision::Single) candidates.emplace_back(ConvMethod::Tensor, Precision::Split);
+  // Separable for a low-rank kernel; split requests run it in single (FP32 storage and grade).
+  if (factors) candidates.emplace_back(ConvMethod::Separable, separable_precision(p));
   Array img(storage_dtype(p), {g.rows, g.cols}, Memory::device);
   Array ker(storage_dtype(p), {g.krows, g.kcols}, Memory::device);
   Array out(storage_dtype(p), {g.out_rows, g.out_cols}, Memory::device);
   HS_CUDA_CHECK(
       cudaMemset(img.data(), 0x3c, static_cast<std::size_t>(img.nbytes())));  // ~1 in FP16
   HS_CUDA_CHECK(cudaMemset(ker.data(), 0x20, static_cast<std::size_t>(ker.nbytes())));
-  Plan best{conv_heuristic_method(g.krows, g.kcols, p, DeviceKind::Cuda), p};
+  Plan best = heuristic_plan(g, p, factors);
   float best_ms = 1e30f;
   cuda::EventTimer timer;
   // Immediate overflow checks whatever the caller chose: a candidate whose planning data
@@ -103,11 +120,14 @@ Plan measure_fastest(const Geometry& g, Precision p) {
   const OverflowDeferralScope immediate(false);
   for (const auto& [m, prec] : candidates) {
     try {
-      run_method(m, g, prec, img, ker, out);  // warm-up: plans, constant memory, caches
+      // Separable times the real rank with the planning kernel's factors (its time does not
+      // depend on their values).
+      const SeparableFactors* f = m == ConvMethod::Separable ? factors : nullptr;
+      run_method(m, g, prec, img, ker, out, f);  // warm-up: plans, constant memory, caches
       float ms[3];
       for (float& t : ms) {
         timer.start();
-        run_method(m, g, prec, img, ker, out);
+        run_method(m, g, prec, img, ker, out, f);
         t = timer.stop_ms();
       }
       std::sort(ms, ms + 3);
@@ -127,9 +147,10 @@ Plan measure_fastest(const Geometry& g, Precision p) {
 
 }  // namespace
 
-Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure) {
-  if (device != DeviceKind::Cuda || !measure || measuring_disabled_by_env())
-    return {conv_heuristic_method(g.krows, g.kcols, p, device), p};
+Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure,
+                 const SeparableFactors* factors) {
+  if (device != DeviceKind::Cuda) return {conv_heuristic_method(g.krows, g.kcols, p, device), p};
+  if (!measure || measuring_disabled_by_env()) return heuristic_plan(g, p, factors);
 #if HALFSCOPE_WITH_CUDA
   static std::mutex mutex;
   static std::map<PlanKey, Plan> plans;
@@ -140,14 +161,15 @@ Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure
                     g.out_rows,
                     g.out_cols,
                     static_cast<int>(g.boundary),
-                    static_cast<int>(p)};
+                    static_cast<int>(p),
+                    factors ? factors->rank : 0};
   std::lock_guard lock(mutex);
   if (auto it = plans.find(key); it != plans.end()) return it->second;
-  const Plan plan = measure_fastest(g, p);
+  const Plan plan = measure_fastest(g, p, factors);
   plans.emplace(key, plan);
   return plan;
 #else
-  return {conv_heuristic_method(g.krows, g.kcols, p, device), p};
+  return heuristic_plan(g, p, factors);
 #endif
 }
 

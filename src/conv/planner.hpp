@@ -2,6 +2,7 @@
 #pragma once
 
 #include "conv/geometry.hpp"
+#include "conv/separable.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/precision.hpp"
@@ -26,10 +27,14 @@ struct Plan {
 
 /// The plan for `g` at precision `p` on `device` (Cpu or Cuda): the heuristic, or on the GPU with
 /// `measure`, the fastest supported candidate timed (median of three) once per problem and cached.
-Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure);
+/// `factors` (GPU only): the kernel's low-rank factors, which make Separable a candidate (the
+/// heuristic takes it outright); the cache key holds their rank.
+Plan plan_method(const Geometry& g, Precision p, DeviceKind device, bool measure,
+                 const SeparableFactors* factors = nullptr);
 
-/// Runs one method on storage-typed arrays (host for CPU methods, device for GPU methods).
+/// Runs one method on storage-typed arrays (host for CPU methods, device for GPU methods);
+/// `factors` are passed to Separable (null: it factors the kernel itself).
 void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image,
-                const Array& kernel, Array& out);
+                const Array& kernel, Array& out, const SeparableFactors* factors = nullptr);
 
 }  // namespace halfscope::conv

@@ -34,7 +34,8 @@ TEST(ConvDispatch, OutputShapesFollowScipy) {
 
 TEST(ConvDispatch, NamesRoundTripAndUnknownNamesListTheChoices) {
   for (auto m : {ConvMethod::Auto, ConvMethod::Direct, ConvMethod::FFT, ConvMethod::Naive,
-                 ConvMethod::Register, ConvMethod::Gemm, ConvMethod::Cudnn, ConvMethod::Tensor})
+                 ConvMethod::Register, ConvMethod::Gemm, ConvMethod::Cudnn, ConvMethod::Tensor,
+                 ConvMethod::Separable})
     EXPECT_EQ(parse_conv_method(conv_method_name(m)), m);
   EXPECT_EQ(parse_boundary("wrap"), Boundary::Circular);  // SciPy's name
   try {
@@ -89,6 +90,8 @@ TEST(ConvDispatch, MethodsOutsideTheirDeviceOrPrecisionSaySo) {
   EXPECT_THROW((void)convolve2d(img, ker, cpu(ConvMethod::Register, Precision::Single)),
                Unsupported);
   EXPECT_THROW((void)convolve2d(img, ker, cpu(ConvMethod::Cudnn, Precision::Single)), Unsupported);
+  EXPECT_THROW((void)convolve2d(img, ker, cpu(ConvMethod::Separable, Precision::Single)),
+               Unsupported);
   EXPECT_THROW((void)convolve2d(img.reshape({16}), ker, cpu(ConvMethod::Direct, Precision::Single)),
                InvalidInput);
 }

@@ -48,6 +48,27 @@ void* pinned_mailbox() {
   return box.ptr;
 }
 
+void retain_pool_memory() {
+  static std::mutex mutex;
+  static std::vector<bool> done;
+  int device = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  if (done.size() <= static_cast<std::size_t>(device))
+    done.resize(static_cast<std::size_t>(device) + 1, false);
+  if (done[static_cast<std::size_t>(device)]) return;
+  cudaMemPool_t pool = nullptr;
+  HS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::uint64_t threshold = 0;
+  HS_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  // Never lower a threshold the application (or another library) set higher.
+  if (threshold < kPoolRetainedBytes) {
+    threshold = kPoolRetainedBytes;
+    HS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  }
+  done[static_cast<std::size_t>(device)] = true;
+}
+
 int grid_blocks(std::int64_t work, int threads, int blocks_per_sm) {
   int device = 0;
   int sms = 0;

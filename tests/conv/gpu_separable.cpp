@@ -35,8 +35,12 @@ std::vector<float> low_rank_kernel(std::int64_t kr, std::int64_t kc, int rank, s
   std::vector<float> k(static_cast<std::size_t>(kr * kc), 0.0f);
   const float lo = rank == 1 ? -1.0f : 0.1f;
   for (int r = 0; r < rank; ++r) {
-    const auto c = test::random_floats(kr, lo, 1.0f, seed + 2 * r);
-    const auto w = test::random_floats(kc, lo, 1.0f, seed + 2 * r + 1);
+    // Multiples of 1/32: every product and sum is exact in float, so the kernel is exactly of
+    // this rank in FP32 and FP64 storage (FP16 / BF16 storage rounds it, within its tolerance).
+    auto c = test::random_floats(kr, lo, 1.0f, seed + 2 * r);
+    auto w = test::random_floats(kc, lo, 1.0f, seed + 2 * r + 1);
+    for (auto* v : {&c, &w})
+      for (float& x : *v) x = std::round(x * 32) / 32 == 0 ? 1.0f / 32 : std::round(x * 32) / 32;
     for (std::int64_t u = 0; u < kr; ++u)
       for (std::int64_t v = 0; v < kc; ++v)
         k[static_cast<std::size_t>(u * kc + v)] +=

@@ -137,14 +137,17 @@ __global__ void __launch_bounds__(32 * kSepColThreadsY) separable_column_kernel(
     }
     if (column) {
       R* out = static_cast<R*>(a.c.out);
+      unsigned flagged = 0;  // non-finite narrow outputs, examined after the stores (cold path)
+      const long long i1 = i0 + kSepColOutputs * ty;
       HS_UNROLL for (int q = 0; q < kSepColOutputs; ++q) {
-        const long long i = i0 + kSepColOutputs * ty + q;
-        if (i >= a.c.out_rows) break;
+        if (i1 + q >= a.c.out_rows) break;
         const R bits = Prec::narrow(acc[q]);
-        out[i * a.c.out_cols + j] = bits;
-        if constexpr (Prec::kNarrow) {
-          if (is_nonfinite_bits<Prec>(bits) && footprint_finite<Prec>(a.c, i, j)) ++overflow;
-        }
+        out[(i1 + q) * a.c.out_cols + j] = bits;
+        if constexpr (Prec::kNarrow) flagged |= is_nonfinite_bits<Prec>(bits) ? 1u << q : 0u;
+      }
+      if constexpr (Prec::kNarrow) {
+        for (int q = 0; flagged != 0; ++q, flagged >>= 1)
+          if ((flagged & 1u) && footprint_finite<Prec>(a.c, i1 + q, j)) ++overflow;
       }
     }
   }

@@ -205,8 +205,9 @@ if [ -x "$cli" ]; then
     }
     if [ "$conv_level" = quick ]; then
       run_conv 512 --sizes 512 --widths 3,7,15,31,65,115 --repeats 10
-    elif [ "$conv_level" = 4096 ]; then  # the 4096^2 targets only (register, separable, cuDNN, auto)
+    elif [ "$conv_level" = 4096 ]; then  # the 4096^2 targets (register, separable, cuDNN, auto) and 8192^2 widths 3-7
       run_conv 4096 --sizes 4096 --widths 3,5,7,11,15,21,31,51,75,115 --methods register:single,register:half,register:mixed,separable:single,separable:mixed,cudnn:single,cudnn:mixed,fft:single,tensor:split,auto:single,auto:split
+      run_conv 8192small --sizes 8192 --widths 3,5,7 --methods register:single,register:half,register:mixed,auto:single
     else
       run_conv 512 --sizes 512
       run_conv 4096 --sizes 4096 --methods naive:single,naive:mixed,register:single,register:half,register:mixed,register:bf16,separable:single,separable:mixed,fft:single,fft:mixed,fft:half,tensor:mixed,tensor:bf16,tensor:split,auto:single,auto:mixed,auto:split

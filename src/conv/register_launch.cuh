@@ -74,6 +74,55 @@ bool dispatch_tile(int kw, const kernels::RegArgs& a, const DeviceLimits& dev, c
   return launched;
 }
 
+/// Launches the streaming kernel of width KW whose window reaches LEAD columns left of an output.
+template <class Prec, int KW, int LEAD>
+void launch_stream(const kernels::RegArgs& a, cudaStream_t s) {
+  constexpr bool wide16 = !std::is_same_v<Prec, kernels::PrecSingle> &&
+                          !std::is_same_v<Prec, kernels::PrecHalf>;  // FP32 arithmetic, 16-bit
+  constexpr bool fp32 = std::is_same_v<Prec, kernels::PrecSingle>;
+  constexpr int Q = rt::stream_rows(KW, wide16);
+  const auto plan = register_plan::plan_stream(Q, a.c.out_rows, a.c.out_cols);
+  const dim3 grid(grid_x(plan.grid_x, "register_cuda"), grid_y(plan.grid_y));
+  kernels::register_stream_kernel<Prec, KW, LEAD, Q, rt::stream_min_blocks(KW, wide16, fp32)>
+      <<<grid, dim3(plan.tx), 0, s>>>(a);
+  HS_CHECK_LAUNCH();
+}
+
+/// The streaming kernel for width KW when the output's column offset is one it is built for
+/// (`same`, `valid`, `full`: the window reaches KW / 2, 0 or KW - 1 columns left).
+template <class Prec, int KW>
+bool stream_width(const kernels::RegArgs& a, cudaStream_t s) {
+  const long long lead = KW - 1 - a.c.col0;
+  if (lead == KW / 2)
+    launch_stream<Prec, KW, KW / 2>(a, s);
+  else if (lead == 0)
+    launch_stream<Prec, KW, 0>(a, s);
+  else if (lead == KW - 1)
+    launch_stream<Prec, KW, KW - 1>(a, s);
+  else
+    return false;
+  return true;
+}
+
+/// The streaming kernel (register_stream.cuh) where it applies: odd square kernels of width 3 to
+/// kStreamMaxWidth on 16-byte aligned image rows (output rows that are not store pixel by pixel).
+/// Returns false otherwise (the tile kernel runs).
+template <class Prec>
+bool dispatch_stream(const Geometry& g, const kernels::RegArgs& a, cudaStream_t s) {
+  static_assert(rt::kStreamMaxWidth == 7);
+  if (!a.vec_in || g.krows != g.kcols) return false;
+  switch (g.krows) {
+    case 3:
+      return stream_width<Prec, 3>(a, s);
+    case 5:
+      return stream_width<Prec, 5>(a, s);
+    case 7:
+      return stream_width<Prec, 7>(a, s);
+    default:
+      return false;
+  }
+}
+
 /// Launches the generic kernel (taps in constant memory when kConst, else from a.coef).
 template <class Prec, bool kConst>
 void launch_generic(kernels::RegArgs a, const DeviceLimits& dev, cudaStream_t s) {
@@ -151,6 +200,7 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
     if constexpr (!std::is_same_v<Prec, kernels::PrecDouble>) {  // FP64: generic only
       if (path == register_plan::Path::Tile)
         done =
+            dispatch_stream<Prec>(g, a, s) ||
             dispatch_tile<Prec>(static_cast<int>(g.krows), a, dev, s,
                                 std::make_integer_sequence<int, (rt::kMaxTemplateWidth + 1) / 2>{});
     }

@@ -105,6 +105,27 @@ void tile(const kernels::RegArgs& a0, int sms) {
               dim3(plan.tx, plan.ty), plan.smem_bytes, a);
 }
 
+/// The streaming kernel of width KW (register_launch.cuh's stream_width), or false where its
+/// column offset is not one it is built for.
+template <class Prec, int KW>
+bool stream(const kernels::RegArgs& a) {
+  const long long lead = KW - 1 - a.c.col0;
+  const auto go = [&]<int LEAD>() {
+    constexpr bool wide16 =
+        !std::is_same_v<Prec, kernels::PrecSingle> && !std::is_same_v<Prec, kernels::PrecHalf>;
+    constexpr int Q = rt::stream_rows(KW, wide16);
+    const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
+    emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1>,
+                dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
+                dim3(plan.tx), 0, a);
+    return true;
+  };
+  if (lead == KW / 2) return go.template operator()<KW / 2>();
+  if (lead == 0) return go.template operator()<0>();
+  if (lead == KW - 1) return go.template operator()<KW - 1>();
+  return false;
+}
+
 template <class Prec, bool kConst>
 void generic(const kernels::RegArgs& a0, int sms) {
   constexpr int P = kIsDouble<Prec> ? rt::kGenericPacketDouble : rt::kGenericPacket;
@@ -121,7 +142,7 @@ void generic(const kernels::RegArgs& a0, int sms) {
 
 /// register_run of register_launch.cuh, on the emulator.
 template <class Prec>
-void registered(Inputs& in, int sms) {
+void registered(Inputs& in, int sms, bool allow_stream) {
   using R = typename Prec::R;
   using T = typename kernels::CoefOf<Prec>::T;
   kernels::RegArgs a;
@@ -145,7 +166,12 @@ void registered(Inputs& in, int sms) {
   std::memcpy(kernels::c_reg_kernel, coef.data(), coef.size() * sizeof(T));
   bool done = false;
   if constexpr (!kIsDouble<Prec>) {
-    if (path == rp::Path::Tile) {
+    if (path == rp::Path::Tile && allow_stream && a.vec_in && a.c.krows == a.c.kcols) {
+      if (a.c.krows == 3) done = stream<Prec, 3>(a);
+      if (a.c.krows == 5) done = stream<Prec, 5>(a);
+      if (a.c.krows == 7) done = stream<Prec, 7>(a);
+    }
+    if (path == rp::Path::Tile && !done) {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((a.c.krows == kTileWidths[I] ? (tile<Prec, kTileWidths[I]>(a, sms), done = true)
                                       : false) ||
@@ -160,45 +186,51 @@ void registered(Inputs& in, int sms) {
 enum class Method { Naive, Register };
 
 template <class Prec>
-Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms) {
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool stream) {
   Inputs in = inputs(p, g, d);
   if (m == Method::Naive)
     naive<Prec>(in);
   else
-    registered<Prec>(in, sms);
+    registered<Prec>(in, sms, stream);
   if (in.overflow) throw NumericalError("emulated overflow count " + std::to_string(in.overflow));
   return in.out;
 }
 
-Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms) {
+/// stream = false keeps widths 3-7 on the tile kernel (what unaligned rows get on a GPU).
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool stream = true) {
   switch (p) {
     case Precision::Double:
-      return run<kernels::PrecDouble>(m, p, g, d, sms);
+      return run<kernels::PrecDouble>(m, p, g, d, sms, stream);
     case Precision::Single:
-      return run<kernels::PrecSingle>(m, p, g, d, sms);
+      return run<kernels::PrecSingle>(m, p, g, d, sms, stream);
     case Precision::Half:
-      return run<kernels::PrecHalf>(m, p, g, d, sms);
+      return run<kernels::PrecHalf>(m, p, g, d, sms, stream);
     case Precision::Mixed:
-      return run<kernels::PrecMixed>(m, p, g, d, sms);
+      return run<kernels::PrecMixed>(m, p, g, d, sms, stream);
     default:
-      return run<kernels::PrecBF16>(m, p, g, d, sms);
+      return run<kernels::PrecBF16>(m, p, g, d, sms, stream);
   }
 }
 
 /// The GPU test's cases and windows (less the correlation centring, which only moves row0/col0
 /// by one as "window" does), emulated with the launch shapes of a GPU with `sms` SMs.
-void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::size(kCases)) {
+void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::size(kCases),
+               bool stream = true) {
   const char* name = m == Method::Naive ? "naive" : "register";
   std::uint64_t seed = 1;
   for (std::size_t ic = 0; ic < ncases; ++ic) {
     const Case& c = kCases[ic];
+    if (!stream &&
+        !(c.krows == c.kcols && c.krows % 2 == 1 && c.krows >= 3 && c.krows <= rt::kStreamMaxWidth))
+      continue;  // only widths 3-7 run another kernel without the streaming one
     const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_dtype(p), seed += 7);
     for (Boundary b : {Boundary::Zero, Boundary::Circular})
       for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
         if (std::string(w.name) == "same-corr") continue;
         const Geometry g = geometry(d, w, b);
-        expect_matches(run(m, p, g, d, sms), p, g, d,
-                       label(name, p, d, w.name, b) + " sms=" + std::to_string(sms));
+        expect_matches(
+            run(m, p, g, d, sms, stream), p, g, d,
+            label(name, p, d, w.name, b) + " sms=" + std::to_string(sms) + (stream ? "" : " tile"));
       }
   }
 }
@@ -232,6 +264,13 @@ HS_EMULATED_TEST(EmulatedConvRegister, BF16Storage_F32Math, Method::Register, Pr
 TEST(EmulatedConvRegister, F32AndF16_H100LaunchShapes) {
   for (Precision p : {Precision::Single, Precision::Half})
     run_suite(Method::Register, p, kSmsH100, 8);
+}
+
+// Widths 3-7 on aligned rows run the streaming kernel; the tile kernel still serves them on
+// unaligned rows and other column offsets, so it is checked here on every case too.
+TEST(EmulatedConvRegister, TileKernelAtStreamWidths_AllNarrowAndSingle) {
+  for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16})
+    run_suite(Method::Register, p, kSms, std::size(kCases), false);
 }
 
 // Kernels beyond 64 KB of constant memory: taps from global memory in both kernels.

@@ -13,6 +13,11 @@
 // pairs made by one PRMT each. Zero and circular boundaries are both resolved while staging, so
 // the compute loop has no branch; only chunks that cross an image edge take the per-pixel path.
 //
+// Streaming kernel (register_stream.cuh; widths 3, 5, 7 on 16-byte aligned rows, taking over
+// from the tile kernel there): no shared memory; a thread loads its whole (Q + KW - 1)-row
+// window from global memory at once and keeps it as raw words, so these memory-bound widths run
+// near the copy bandwidth.
+//
 // Generic kernel (any kernel size, P a template parameter): the same scheme with the kernel width
 // at run time: input rows stream through shared memory one at a time, and the taps of a row are
 // walked in chunks of P with a 2P-pixel register window, so the inner chunk (P taps x P outputs
@@ -401,4 +406,5 @@ __device__ inline void count_overflow(const RegArgs& a, unsigned long long mask,
 }  // namespace halfscope::conv::kernels
 
 #include "conv/kernels/register_generic.cuh"
+#include "conv/kernels/register_stream.cuh"
 #include "conv/kernels/register_tile.cuh"

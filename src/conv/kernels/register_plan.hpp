@@ -86,6 +86,21 @@ inline LaunchPlan plan_tile(int kw, int q, int bytes_per_pixel, std::int64_t out
   return plan;
 }
 
+/// Streaming kernel with q output rows per thread: tx threads of 8 outputs per block (no shared
+/// memory).
+inline LaunchPlan plan_stream(int q, std::int64_t out_rows, std::int64_t out_cols) {
+  namespace rt = register_tuning;
+  LaunchPlan plan;
+  int tx = rt::kStreamThreads;
+  while (tx > rt::kStreamMinThreads && static_cast<std::int64_t>(tx / 2) * 8 >= out_cols) tx /= 2;
+  plan.tx = tx;
+  plan.ty = 1;
+  plan.n_tile_rows = ceil_div(out_rows, q);
+  plan.grid_x = ceil_div(out_cols, static_cast<std::int64_t>(tx) * 8);
+  plan.grid_y = std::min<std::int64_t>(plan.n_tile_rows, 65535);
+  return plan;
+}
+
 /// Generic kernel with p outputs per thread and q rows (blocks are 32 x ty threads).
 inline LaunchPlan plan_generic(int p, int q, std::int64_t kcols, int bytes_per_pixel,
                                std::int64_t out_rows, std::int64_t out_cols, int sms,

@@ -39,28 +39,6 @@ __device__ inline void load8(const A* p, A* dst) {
   HS_UNROLL for (int q = 0; q < 8; ++q) dst[q] = v.v[q];
 }
 
-/// The row pass's shared line, 4-byte types: each thread reads 8 values at 8 t + a0, so a
-/// quarter-warp's 16-byte reads fall 32 bytes apart and hit every bank twice. Swapping the two
-/// 16-byte halves of every other 128-byte row (chunk c lives at c ^ ((c >> 3) & 1)) spreads them
-/// over all 32 banks. 8-byte types keep the plain layout.
-template <class A>
-__device__ inline int line_slot(int k) {
-  if constexpr (sizeof(A) != 4) return k;
-  const int c = k >> 2;
-  return ((c ^ ((c >> 3) & 1)) << 2) | (k & 3);
-}
-template <class A>
-__device__ inline void load8_line(const A* line, int k, A* dst) {
-  if constexpr (sizeof(A) != 4) {
-    load8(line + k, dst);
-  } else {
-    const uint4 lo = *reinterpret_cast<const uint4*>(line + line_slot<A>(k));
-    const uint4 hi = *reinterpret_cast<const uint4*>(line + line_slot<A>(k + 4));
-    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    HS_UNROLL for (int q = 0; q < 8; ++q) dst[q] = __uint_as_float(w[q]);
-  }
-}
-
 /// acc[q] += sum_d taps[d] * x[q + d] for q < N, d < 8: one chunk of the sliding window.
 template <class Prec, int N>
 __device__ inline void sep_chunk(const typename Prec::A* taps, const typename Prec::A* x,
@@ -89,17 +67,16 @@ __global__ void __launch_bounds__(kSepRowThreads) separable_row_kernel(SepArgs a
   for (long long y = blockIdx.y; y < a.c.rows; y += gridDim.y) {
     __syncthreads();  // the previous line's readers are done
     for (int k = t; k < n; k += kSepRowThreads)
-      line[line_slot<A>(k)] =
-          Prec::widen(load_bounded(img, a.c.rows, a.c.cols, circular, y, x0 + k));
+      line[k] = Prec::widen(load_bounded(img, a.c.rows, a.c.cols, circular, y, x0 + k));
     __syncthreads();
     const long long j = j0 + kSepRowOutputs * t;
     for (int r = 0; r < a.rank; ++r) {
       A acc[kSepRowOutputs], x[kSepRowOutputs + kSepChunk], tap[kSepChunk];
       HS_UNROLL for (int q = 0; q < kSepRowOutputs; ++q) acc[q] = Prec::zero();
       const int k0 = kSepRowOutputs * t;
-      load8_line(line, k0, x);
+      load8(line + k0, x);
       for (int a0 = 0; a0 < a.rpad; a0 += kSepChunk) {
-        load8_line(line, k0 + a0 + kSepChunk, x + kSepChunk);
+        load8(line + k0 + a0 + kSepChunk, x + kSepChunk);
         load8(taps + r * a.rpad + a0, tap);
         sep_chunk<Prec, kSepRowOutputs>(tap, x, acc);
         HS_UNROLL for (int q = 0; q < kSepChunk; ++q) x[q] = x[q + kSepChunk];

@@ -1,0 +1,188 @@
+// The streaming register kernel (odd square kernels of width KW <= register_tuning::
+// kStreamMaxWidth, 16-byte aligned rows): PRCF with no shared memory. Each thread owns 8
+// consecutive outputs of Q rows, issues the 16- and 8-byte global loads of all Q + KW - 1 input
+// rows of its window before using any of them (the window is kept as raw storage words, so an
+// FP16 row costs 6-8 registers), then converts each row once and adds it into every accumulator
+// it touches with the taps as constant-memory operands. Neighbouring threads' halo columns and
+// rows come from L1 / L2; device memory sees each pixel about once.
+//
+// Why not the staged tile kernel for these widths: with 3-7 taps per row the kernel is memory-
+// bound, and staging through shared memory puts a barrier between every block's loads and its
+// arithmetic. Here a thread's loads are all in flight at once and nothing waits on a barrier.
+// Prototype on an H100 (4096^2, kernel time against a device copy of the same bytes): FP32 3x3
+// and 5x5 at 92-95 %, FP16 3x3 at 97 % (half) / 92 % (mixed), where the tile kernel reached
+// 75-78 %. Included from register.cuh only.
+#pragma once
+
+namespace halfscope::conv::kernels {
+
+/// The window of a thread's 8 outputs: LEAD = KW - 1 - col0 columns of the kernel reach left of
+/// its first output (KW - 1 for `full`, KW / 2 for `same`, 0 for `valid`); the window holds whole
+/// 4-pixel chunks, from column j0 - lead_a to j0 + 8 + trail_a.
+template <class R, int KW, int LEAD>
+struct StreamWindow {
+  static constexpr int kLead = (LEAD + 3) / 4 * 4;
+  static constexpr int kTrail = (KW - 1 - LEAD + 3) / 4 * 4;
+  static constexpr int kPixels = kLead + 8 + kTrail;
+  static constexpr int kWords = kPixels * static_cast<int>(sizeof(R)) / 4;
+  /// Window index of the pixel that output p takes with kernel column v (true convolution).
+  __host__ __device__ static constexpr int index(int p, int v) {
+    return p + kLead - LEAD + KW - 1 - v;
+  }
+};
+
+/// Loads E pixels (4 or 8) from p, 8- or 16-byte aligned, into raw words w[0 .. E * sizeof(R) / 4).
+template <class R, int E>
+__device__ inline void load_pixels(const R* p, unsigned* w) {
+  constexpr int bytes = E * static_cast<int>(sizeof(R));
+  if constexpr (bytes == 8) {
+    const uint2 t = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = t.x;
+    w[1] = t.y;
+  } else {
+    HS_UNROLL
+    for (int n = 0; n < bytes / 16; ++n) {
+      const uint4 t = __ldg(reinterpret_cast<const uint4*>(p) + n);
+      w[4 * n] = t.x;
+      w[4 * n + 1] = t.y;
+      w[4 * n + 2] = t.z;
+      w[4 * n + 3] = t.w;
+    }
+  }
+}
+
+/// One row of the window, all inside the image: at most 3 vector loads (lead, own 8, trail).
+template <class R, class Win>
+__device__ inline void load_window_row(const R* row, unsigned (&w)[Win::kWords]) {
+  constexpr int wpp = static_cast<int>(sizeof(R));  // bytes per pixel
+  if constexpr (Win::kLead > 0) load_pixels<R, Win::kLead>(row - Win::kLead, w);
+  load_pixels<R, 8>(row, w + Win::kLead * wpp / 4);
+  if constexpr (Win::kTrail > 0)
+    load_pixels<R, Win::kTrail>(row + 8, w + (Win::kLead + 8) * wpp / 4);
+}
+
+/// One row of the window near an image edge: pixel by pixel, the boundary rule applied.
+template <class R, class Win>
+__device__ inline void load_window_row_bounded(const ConvArgs& c, long long y, long long x0,
+                                               unsigned (&w)[Win::kWords]) {
+  const R* img = static_cast<const R*>(c.image);
+  const bool circular = c.circular != 0;
+  if constexpr (sizeof(R) == 4) {
+    HS_UNROLL
+    for (int e = 0; e < Win::kPixels; ++e)
+      w[e] = load_bounded(img, c.rows, c.cols, circular, y, x0 + e);
+  } else {
+    HS_UNROLL
+    for (int e = 0; e < Win::kWords; ++e) {
+      const unsigned lo = load_bounded(img, c.rows, c.cols, circular, y, x0 + 2 * e);
+      const unsigned hi = load_bounded(img, c.rows, c.cols, circular, y, x0 + 2 * e + 1);
+      w[e] = lo | (hi << 16);
+    }
+  }
+}
+
+/// Block: kStreamThreads threads along a row, 8 outputs each; grid.x walks column spans, grid.y
+/// groups of Q rows (looping beyond 65535).
+template <class Prec, int KW, int LEAD, int Q, int MINB>
+__global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
+    register_stream_kernel(const RegArgs a) {
+  using R = typename Prec::R;
+  using Win = StreamWindow<R, KW, LEAD>;
+  constexpr int RW = Q + KW - 1;  // input rows per thread
+  const ConvArgs& c = a.c;
+  const long long j0 = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  const long long x0 =
+      j0 - Win::kLead;  // first window column, j0 + col0 - (KW - 1) - (kLead - LEAD)
+  const bool cols_inside = x0 >= 0 && x0 + Win::kPixels <= c.cols;
+  unsigned overflow = 0;
+  for (long long g = blockIdx.y; g * Q < c.out_rows; g += gridDim.y) {
+    if (j0 >= c.out_cols) break;
+    const long long i0 = g * Q;
+    const long long y0 = i0 + c.row0 - (KW - 1);  // input row of window row 0
+    unsigned win[RW][Win::kWords];
+    if (cols_inside && y0 >= 0 && y0 + RW <= c.rows) {
+      const R* row = static_cast<const R*>(c.image) + y0 * c.cols + j0;
+      HS_UNROLL
+      for (int r = 0; r < RW; ++r) load_window_row<R, Win>(row + r * c.cols, win[r]);
+    } else {
+      HS_UNROLL
+      for (int r = 0; r < RW; ++r) load_window_row_bounded<R, Win>(c, y0 + r, x0, win[r]);
+    }
+    unsigned long long bad = 0;
+    if constexpr (std::is_same_v<Prec, PrecHalf>) {
+      // Packed FP16: accumulator pair m holds outputs 2m, 2m + 1; an input pair starting at an
+      // odd pixel is one PRMT of two words.
+      __half2 acc[Q][4];
+      HS_UNROLL
+      for (int q = 0; q < Q; ++q) {
+        HS_UNROLL
+        for (int m = 0; m < 4; ++m) acc[q][m] = __half2half2(__ushort_as_half(0));
+      }
+      HS_UNROLL
+      for (int r = RW - 1; r >= 0; --r) {  // bottom-up: taps (u, v) ascending per output
+        __half2 even[Win::kWords], odd[Win::kWords - 1];
+        HS_UNROLL
+        for (int e = 0; e < Win::kWords; ++e) even[e] = bit_as<__half2>(win[r][e]);
+        HS_UNROLL
+        for (int e = 0; e + 1 < Win::kWords; ++e)
+          odd[e] = bit_as<__half2>(__byte_perm(win[r][e], win[r][e + 1], 0x5432));
+        HS_UNROLL
+        for (int q = 0; q < Q; ++q) {
+          const int u = q + KW - 1 - r;  // kernel row this input row is for output row q
+          if (u < 0 || u >= KW) continue;
+          HS_UNROLL
+          for (int v = 0; v < KW; ++v) {
+            const __half2 k = coef<PrecHalf, true>(a, u * KW + v);
+            HS_UNROLL
+            for (int m = 0; m < 4; ++m) {
+              const int s = Win::index(2 * m, v);
+              acc[q][m] = __hfma2(k, (s & 1) ? odd[s >> 1] : even[s >> 1], acc[q][m]);
+            }
+          }
+        }
+      }
+      HS_UNROLL
+      for (int q = 0; q < Q; ++q) {
+        OutWords<PrecHalf, 8> o;
+        HS_UNROLL
+        for (int m = 0; m < 4; ++m) o.w[m] = bit_as<unsigned>(acc[q][m]);
+        bad |= static_cast<unsigned long long>(store_outputs<PrecHalf, 8>(a, o, i0 + q, j0))
+               << (q * 8);
+      }
+    } else {
+      float acc[Q][8];
+      HS_UNROLL
+      for (int q = 0; q < Q; ++q) {
+        HS_UNROLL
+        for (int p = 0; p < 8; ++p) acc[q][p] = 0.0f;
+      }
+      HS_UNROLL
+      for (int r = RW - 1; r >= 0; --r) {  // bottom-up: taps (u, v) ascending per output
+        float x[Win::kPixels];
+        HS_UNROLL
+        for (int e = 0; e < Win::kPixels; ++e) x[e] = element<Prec>(win[r], e);
+        HS_UNROLL
+        for (int q = 0; q < Q; ++q) {
+          const int u = q + KW - 1 - r;
+          if (u < 0 || u >= KW) continue;
+          HS_UNROLL
+          for (int v = 0; v < KW; ++v) {
+            const float k = coef<Prec, true>(a, u * KW + v);
+            HS_UNROLL
+            for (int p = 0; p < 8; ++p) acc[q][p] = __fmaf_rn(k, x[Win::index(p, v)], acc[q][p]);
+          }
+        }
+      }
+      HS_UNROLL
+      for (int q = 0; q < Q; ++q)
+        bad |= static_cast<unsigned long long>(
+                   store_outputs<Prec, 8>(a, pack_outputs<Prec, 8>(acc[q]), i0 + q, j0))
+               << (q * 8);
+    }
+    if constexpr (Prec::kNarrow)
+      if (bad) count_overflow<Prec, 8>(a, bad, i0, j0, overflow);
+  }
+  if constexpr (Prec::kNarrow) commit_overflow(overflow, a.c.overflow);
+}
+
+}  // namespace halfscope::conv::kernels

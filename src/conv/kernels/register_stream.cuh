@@ -61,22 +61,57 @@ __device__ inline void load_window_row(const R* row, unsigned (&w)[Win::kWords])
     load_pixels<R, Win::kTrail>(row + 8, w + (Win::kLead + 8) * wpp / 4);
 }
 
-/// One row of the window near an image edge: pixel by pixel, the boundary rule applied.
+/// x mod n for a column or row at most one image beyond an edge (the usual case), else the full
+/// modulo (kernels larger than the image).
+__device__ inline long long wrap_near(long long x, long long n) {
+  if (x < 0)
+    x += n;
+  else if (x >= n)
+    x -= n;
+  return static_cast<unsigned long long>(x) < static_cast<unsigned long long>(n) ? x
+                                                                                 : wrap_index(x, n);
+}
+
+/// One row of the window where the thread's window crosses an image edge: the row wrapped or
+/// zero as the boundary says, then per 4-pixel chunk a vector load where the chunk is inside the
+/// image and pixel by pixel only where it is not (one chunk per edge thread, so the warp that
+/// holds an image edge diverges for a few loads, not for the whole window).
 template <class R, class Win>
-__device__ inline void load_window_row_bounded(const ConvArgs& c, long long y, long long x0,
-                                               unsigned (&w)[Win::kWords]) {
-  const R* img = static_cast<const R*>(c.image);
+__device__ inline void load_window_row_edge(const ConvArgs& c, long long y, long long x0,
+                                            unsigned (&w)[Win::kWords]) {
+  constexpr int wpc = 4 * static_cast<int>(sizeof(R)) / 4;  // words per chunk
   const bool circular = c.circular != 0;
-  if constexpr (sizeof(R) == 4) {
+  if (static_cast<unsigned long long>(y) >= static_cast<unsigned long long>(c.rows)) {
+    if (!circular) {
+      HS_UNROLL
+      for (int e = 0; e < Win::kWords; ++e) w[e] = 0u;
+      return;
+    }
+    y = wrap_near(y, c.rows);
+  }
+  const R* row = static_cast<const R*>(c.image) + y * c.cols;
+  HS_UNROLL
+  for (int k = 0; k < Win::kPixels / 4; ++k) {
+    const long long xc = x0 + 4 * k;
+    if (xc >= 0 && xc + 4 <= c.cols) {
+      load_pixels<R, 4>(row + xc, w + k * wpc);
+      continue;
+    }
+    R v[4];
     HS_UNROLL
-    for (int e = 0; e < Win::kPixels; ++e)
-      w[e] = load_bounded(img, c.rows, c.cols, circular, y, x0 + e);
-  } else {
-    HS_UNROLL
-    for (int e = 0; e < Win::kWords; ++e) {
-      const unsigned lo = load_bounded(img, c.rows, c.cols, circular, y, x0 + 2 * e);
-      const unsigned hi = load_bounded(img, c.rows, c.cols, circular, y, x0 + 2 * e + 1);
-      w[e] = lo | (hi << 16);
+    for (int e = 0; e < 4; ++e) {
+      long long x = xc + e;
+      const bool inside =
+          static_cast<unsigned long long>(x) < static_cast<unsigned long long>(c.cols);
+      if (!inside && circular) x = wrap_near(x, c.cols);
+      v[e] = inside || circular ? __ldg(row + x) : R(0);
+    }
+    if constexpr (sizeof(R) == 4) {
+      HS_UNROLL
+      for (int e = 0; e < 4; ++e) w[k * wpc + e] = v[e];
+    } else {
+      w[k * wpc] = static_cast<unsigned>(v[0]) | (static_cast<unsigned>(v[1]) << 16);
+      w[k * wpc + 1] = static_cast<unsigned>(v[2]) | (static_cast<unsigned>(v[3]) << 16);
     }
   }
 }
@@ -106,7 +141,7 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
       for (int r = 0; r < RW; ++r) load_window_row<R, Win>(row + r * c.cols, win[r]);
     } else {
       HS_UNROLL
-      for (int r = 0; r < RW; ++r) load_window_row_bounded<R, Win>(c, y0 + r, x0, win[r]);
+      for (int r = 0; r < RW; ++r) load_window_row_edge<R, Win>(c, y0 + r, x0, win[r]);
     }
     unsigned long long bad = 0;
     if constexpr (std::is_same_v<Prec, PrecHalf>) {

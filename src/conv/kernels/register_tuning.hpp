@@ -83,8 +83,8 @@ inline constexpr int kGenericMinBlocks = 3;
 /// to 32). Q rows per thread and the blocks per SM the register budget allows, from a prototype
 /// sweep on an H100 (4096^2 and 8192^2, Q in {2, 4, 8}, 2-6 blocks): Q = 4 everywhere but 5x5
 /// with FP32 arithmetic on FP16/BF16 storage (Q = 8: 10 % faster, its conversions amortised over
-/// more rows); 4 blocks at width 3, 3 at 5 and 7, except FP32 storage 7x7 (its window is twice
-/// as many registers: 2) and Q = 8 (2).
+/// more rows); 4 blocks at width 3 (3 with FP32 storage, whose window is twice as many registers),
+/// 3 at 5 and 7, except FP32 storage 7x7 (2) and Q = 8 (2).
 inline constexpr int kStreamMaxWidth = 7;
 inline constexpr int kStreamThreads = 128;
 inline constexpr int kStreamMinThreads = 32;
@@ -92,7 +92,7 @@ constexpr int stream_rows(int kw, bool fp32_arith_on_16bit) {
   return kw == 5 && fp32_arith_on_16bit ? 8 : 4;
 }
 constexpr int stream_min_blocks(int kw, bool fp32_arith_on_16bit, bool fp32_storage) {
-  if (kw <= 3) return 4;
+  if (kw <= 3) return fp32_storage ? 3 : 4;  // FP32 3x3 at 4 blocks (128 registers) spilled
   if (stream_rows(kw, fp32_arith_on_16bit) == 8) return 2;
   return kw >= 7 && fp32_storage ? 2 : 3;
 }

@@ -104,23 +104,16 @@ bool stream_width(const kernels::RegArgs& a, cudaStream_t s) {
   return true;
 }
 
-/// The streaming kernel (register_stream.cuh) where it applies: odd square kernels of width 3 to
-/// kStreamMaxWidth on 16-byte aligned image rows (output rows that are not store pixel by pixel).
+/// The streaming kernel (register_stream.cuh) where register_tuning::stream_preferred says it is
+/// faster, on 16-byte aligned image rows (output rows that are not store pixel by pixel).
 /// Returns false otherwise (the tile kernel runs).
 template <class Prec>
 bool dispatch_stream(const Geometry& g, const kernels::RegArgs& a, cudaStream_t s) {
-  static_assert(rt::kStreamMaxWidth == 7);
-  if (!a.vec_in || g.krows != g.kcols) return false;
-  switch (g.krows) {
-    case 3:
-      return stream_width<Prec, 3>(a, s);
-    case 5:
-      return stream_width<Prec, 5>(a, s);
-    case 7:
-      return stream_width<Prec, 7>(a, s);
-    default:
-      return false;
-  }
+  constexpr bool single = std::is_same_v<Prec, kernels::PrecSingle>;
+  if (!a.vec_in || g.krows != g.kcols || !rt::stream_preferred(static_cast<int>(g.krows), single))
+    return false;
+  if constexpr (single) return stream_width<Prec, 3>(a, s);  // the one preferred instance
+  return false;
 }
 
 /// Launches the generic kernel (taps in constant memory when kConst, else from a.coef).

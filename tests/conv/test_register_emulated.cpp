@@ -140,9 +140,13 @@ void generic(const kernels::RegArgs& a0, int sms) {
               dim3(32, plan.ty), plan.smem_bytes, a);
 }
 
+/// Which widths take the streaming kernel: as register_run does (stream_preferred), never (the
+/// tile kernel, as on unaligned rows), or at every width it is built for (3, 5, 7).
+enum class StreamUse { AsRegisterRun, Never, Always };
+
 /// register_run of register_launch.cuh, on the emulator.
 template <class Prec>
-void registered(Inputs& in, int sms, bool allow_stream) {
+void registered(Inputs& in, int sms, StreamUse use) {
   using R = typename Prec::R;
   using T = typename kernels::CoefOf<Prec>::T;
   kernels::RegArgs a;
@@ -166,7 +170,10 @@ void registered(Inputs& in, int sms, bool allow_stream) {
   std::memcpy(kernels::c_reg_kernel, coef.data(), coef.size() * sizeof(T));
   bool done = false;
   if constexpr (!kIsDouble<Prec>) {
-    if (path == rp::Path::Tile && allow_stream && a.vec_in && a.c.krows == a.c.kcols) {
+    const bool preferred =
+        rt::stream_preferred(a.c.krows, std::is_same_v<Prec, kernels::PrecSingle>);
+    if (path == rp::Path::Tile && a.vec_in && a.c.krows == a.c.kcols &&
+        (use == StreamUse::Always || (use == StreamUse::AsRegisterRun && preferred))) {
       if (a.c.krows == 3) done = stream<Prec, 3>(a);
       if (a.c.krows == 5) done = stream<Prec, 5>(a);
       if (a.c.krows == 7) done = stream<Prec, 7>(a);
@@ -186,7 +193,7 @@ void registered(Inputs& in, int sms, bool allow_stream) {
 enum class Method { Naive, Register };
 
 template <class Prec>
-Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool stream) {
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, StreamUse stream) {
   Inputs in = inputs(p, g, d);
   if (m == Method::Naive)
     naive<Prec>(in);
@@ -196,8 +203,8 @@ Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool
   return in.out;
 }
 
-/// stream = false keeps widths 3-7 on the tile kernel (what unaligned rows get on a GPU).
-Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool stream = true) {
+Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms,
+          StreamUse stream = StreamUse::AsRegisterRun) {
   switch (p) {
     case Precision::Double:
       return run<kernels::PrecDouble>(m, p, g, d, sms, stream);
@@ -215,22 +222,24 @@ Array run(Method m, Precision p, const Geometry& g, const Data& d, int sms, bool
 /// The GPU test's cases and windows (less the correlation centring, which only moves row0/col0
 /// by one as "window" does), emulated with the launch shapes of a GPU with `sms` SMs.
 void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::size(kCases),
-               bool stream = true) {
+               StreamUse stream = StreamUse::AsRegisterRun) {
   const char* name = m == Method::Naive ? "naive" : "register";
   std::uint64_t seed = 1;
   for (std::size_t ic = 0; ic < ncases; ++ic) {
     const Case& c = kCases[ic];
-    if (!stream &&
+    if (stream != StreamUse::AsRegisterRun &&
         !(c.krows == c.kcols && c.krows % 2 == 1 && c.krows >= 3 && c.krows <= rt::kStreamMaxWidth))
-      continue;  // only widths 3-7 run another kernel without the streaming one
+      continue;  // only widths 3-7 can run the other kernel
     const Data d = make_data(c.rows, c.cols, c.krows, c.kcols, storage_dtype(p), seed += 7);
     for (Boundary b : {Boundary::Zero, Boundary::Circular})
       for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
         if (std::string(w.name) == "same-corr") continue;
         const Geometry g = geometry(d, w, b);
-        expect_matches(
-            run(m, p, g, d, sms, stream), p, g, d,
-            label(name, p, d, w.name, b) + " sms=" + std::to_string(sms) + (stream ? "" : " tile"));
+        const char* kernel = stream == StreamUse::Never    ? " tile"
+                             : stream == StreamUse::Always ? " stream"
+                                                           : "";
+        expect_matches(run(m, p, g, d, sms, stream), p, g, d,
+                       label(name, p, d, w.name, b) + " sms=" + std::to_string(sms) + kernel);
       }
   }
 }
@@ -266,11 +275,15 @@ TEST(EmulatedConvRegister, F32AndF16_H100LaunchShapes) {
     run_suite(Method::Register, p, kSmsH100, 8);
 }
 
-// Widths 3-7 on aligned rows run the streaming kernel; the tile kernel still serves them on
-// unaligned rows and other column offsets, so it is checked here on every case too.
+// The tile kernel and the streaming kernel at every width both are built for (3, 5, 7), every
+// precision, whichever register_run prefers today (register_tuning::stream_preferred).
 TEST(EmulatedConvRegister, TileKernelAtStreamWidths_AllNarrowAndSingle) {
   for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16})
-    run_suite(Method::Register, p, kSms, std::size(kCases), false);
+    run_suite(Method::Register, p, kSms, std::size(kCases), StreamUse::Never);
+}
+TEST(EmulatedConvRegister, StreamKernelAtWidths3To7_AllNarrowAndSingle) {
+  for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16})
+    run_suite(Method::Register, p, kSms, std::size(kCases), StreamUse::Always);
 }
 
 // Kernels beyond 64 KB of constant memory: taps from global memory in both kernels.

@@ -9,9 +9,12 @@
 // Why not the staged tile kernel for these widths: with 3-7 taps per row the kernel is memory-
 // bound, and staging through shared memory puts a barrier between every block's loads and its
 // arithmetic. Here a thread's loads are all in flight at once and nothing waits on a barrier.
-// Prototype on an H100 (4096^2, kernel time against a device copy of the same bytes): FP32 3x3
-// and 5x5 at 92-95 %, FP16 3x3 at 97 % (half) / 92 % (mixed), where the tile kernel reached
-// 75-78 %. Included from register.cuh only.
+// Prototype on an H100 (bench/prototypes/conv_stream.cu, 4096^2, kernel time against a device
+// copy of the same bytes): FP32 3x3 and 5x5 at 92-95 %, FP16 3x3 at 97 % (half) / 92 % (mixed).
+// In the library FP32 3x3 matches it (8192^2: 203 us against 204) and replaced the tile kernel
+// there; the FP16 and wider instances are still slower than the tile kernel (more registers for
+// the edge and overflow code, so fewer bytes in flight; docs/performance.md), so register_run
+// does not take them yet (register_tuning::stream_preferred). Included from register.cuh only.
 #pragma once
 
 namespace halfscope::conv::kernels {

@@ -86,6 +86,14 @@ inline constexpr int kGenericMinBlocks = 3;
 /// more rows); 4 blocks at width 3 (3 with FP32 storage, whose window is twice as many registers),
 /// 3 at 5 and 7, except FP32 storage 7x7 (2) and Q = 8 (2).
 inline constexpr int kStreamMaxWidth = 7;
+/// Where register_run takes the streaming kernel over the tile kernel: measured faster only for
+/// FP32 3x3 (NVIDIA H200, 2026-11-22: 4096^2 0.0727 -> 0.0528 ms, 8192^2 0.21 -> 0.156 ms). Its
+/// FP16 instances and FP32 5x5 / 7x7 were slower than the tile kernel in the library (FP16 3x3
+/// 0.048 -> 0.061 ms, 7x7 0.076 -> 0.187 ms) though the prototype of the same design was not
+/// (docs/performance.md); they stay built and tested for that work.
+constexpr bool stream_preferred(int kw, bool fp32_storage_fp32_math) {
+  return fp32_storage_fp32_math && kw == 3;
+}
 inline constexpr int kStreamThreads = 128;
 inline constexpr int kStreamMinThreads = 32;
 constexpr int stream_rows(int kw, bool fp32_arith_on_16bit) {

@@ -403,6 +403,94 @@ __device__ inline void count_overflow(const RegArgs& a, unsigned long long mask,
   }
 }
 
+/// Adds input row r of a thread's window (raw words w, as loaded) into its Q x P accumulators:
+/// acc[q][p] += k(u, v) * x[SHIFT + p + KW - 1 - v] for output row q, u = q + KW - 1 - r, where
+/// x is the row's pixels from the window's first column (SHIFT pixels left of what output 0's
+/// last tap reads). Callers walk r downwards, so every output sees its taps in (u, v) ascending
+/// order, the order the tests emulate bit for bit. FP32/FP64 arithmetic; shared by the tile and
+/// the streaming kernels.
+template <class Prec, int KW, int P, int Q, int SHIFT, int N>
+__device__ inline void accumulate_row(const RegArgs& a, const unsigned (&w)[N], int r,
+                                      typename Prec::A (&acc)[Q][P]) {
+  constexpr int E = N * 4 / static_cast<int>(sizeof(typename Prec::R));  // pixels in w
+  static_assert(SHIFT + P + KW - 1 <= E);
+  typename Prec::A x[E];
+  HS_UNROLL
+  for (int e = 0; e < E; ++e) x[e] = element<Prec>(w, e);
+  HS_UNROLL
+  for (int q = 0; q < Q; ++q) {
+    const int u = q + KW - 1 - r;  // kernel row this input row is for output row q
+    if (u < 0 || u >= KW) continue;
+    HS_UNROLL
+    for (int v = 0; v < KW; ++v) {
+      const auto k = coef<Prec, true>(a, u * KW + v);
+      HS_UNROLL
+      for (int p = 0; p < P; ++p) acc[q][p] = Prec::fma(k, x[SHIFT + p + KW - 1 - v], acc[q][p]);
+    }
+  }
+}
+
+/// accumulate_row in packed FP16: accumulator pair m (outputs 2m, 2m + 1) takes the input pair
+/// starting at s = SHIFT + 2m + KW - 1 - v, an aligned word of the row when s is even and a PRMT
+/// of two words when odd.
+template <int KW, int P, int Q, int SHIFT, int N>
+__device__ inline void accumulate_row_half(const RegArgs& a, const unsigned (&w)[N], int r,
+                                           __half2 (&acc)[Q][P / 2]) {
+  static_assert(P % 2 == 0 && SHIFT + P + KW - 1 <= 2 * N);
+  __half2 even[N], odd[N - 1];
+  HS_UNROLL
+  for (int m = 0; m < N; ++m) even[m] = bit_as<__half2>(w[m]);
+  HS_UNROLL
+  for (int m = 0; m + 1 < N; ++m) odd[m] = bit_as<__half2>(__byte_perm(w[m], w[m + 1], 0x5432));
+  HS_UNROLL
+  for (int q = 0; q < Q; ++q) {
+    const int u = q + KW - 1 - r;
+    if (u < 0 || u >= KW) continue;
+    HS_UNROLL
+    for (int v = 0; v < KW; ++v) {
+      const __half2 k = coef<PrecHalf, true>(a, u * KW + v);
+      HS_UNROLL
+      for (int m = 0; m < P / 2; ++m) {
+        const int s = SHIFT + 2 * m + KW - 1 - v;
+        acc[q][m] = __hfma2(k, (s & 1) ? odd[s >> 1] : even[s >> 1], acc[q][m]);
+      }
+    }
+  }
+}
+
+/// Stores Q accumulator rows of P outputs (rows i0.., columns j0..) and returns store_outputs'
+/// non-finite bits, row q at bit q * P.
+template <class Prec, int P, int Q>
+__device__ inline unsigned long long store_rows(const RegArgs& a,
+                                                const typename Prec::A (&acc)[Q][P], long long i0,
+                                                long long j0) {
+  static_assert(P * Q <= 64);  // one overflow bit per output in a 64-bit mask
+  unsigned long long bad = 0;
+  HS_UNROLL
+  for (int q = 0; q < Q; ++q)
+    bad |= static_cast<unsigned long long>(
+               store_outputs<Prec, P>(a, pack_outputs<Prec, P>(acc[q]), i0 + q, j0))
+           << (q * P);
+  return bad;
+}
+
+/// store_rows for packed FP16 accumulators.
+template <int P, int Q>
+__device__ inline unsigned long long store_rows_half(const RegArgs& a,
+                                                     const __half2 (&acc)[Q][P / 2], long long i0,
+                                                     long long j0) {
+  static_assert(P * Q <= 64);
+  unsigned long long bad = 0;
+  HS_UNROLL
+  for (int q = 0; q < Q; ++q) {
+    OutWords<PrecHalf, P> o;
+    HS_UNROLL
+    for (int m = 0; m < P / 2; ++m) o.w[m] = bit_as<unsigned>(acc[q][m]);
+    bad |= static_cast<unsigned long long>(store_outputs<PrecHalf, P>(a, o, i0 + q, j0)) << (q * P);
+  }
+  return bad;
+}
+
 }  // namespace halfscope::conv::kernels
 
 #include "conv/kernels/register_generic.cuh"

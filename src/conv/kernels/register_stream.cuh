@@ -28,10 +28,8 @@ struct StreamWindow {
   static constexpr int kTrail = (KW - 1 - LEAD + 3) / 4 * 4;
   static constexpr int kPixels = kLead + 8 + kTrail;
   static constexpr int kWords = kPixels * static_cast<int>(sizeof(R)) / 4;
-  /// Window index of the pixel that output p takes with kernel column v (true convolution).
-  __host__ __device__ static constexpr int index(int p, int v) {
-    return p + kLead - LEAD + KW - 1 - v;
-  }
+  /// Pixels between the window's first column and output 0's last tap (accumulate_row's SHIFT).
+  static constexpr int kShift = kLead - LEAD;
 };
 
 /// Loads E pixels (4 or 8) from p, 8- or 16-byte aligned, into raw words w[0 .. E * sizeof(R) / 4).
@@ -148,8 +146,6 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
     }
     unsigned long long bad = 0;
     if constexpr (std::is_same_v<Prec, PrecHalf>) {
-      // Packed FP16: accumulator pair m holds outputs 2m, 2m + 1; an input pair starting at an
-      // odd pixel is one PRMT of two words.
       __half2 acc[Q][4];
       HS_UNROLL
       for (int q = 0; q < Q; ++q) {
@@ -157,36 +153,9 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
         for (int m = 0; m < 4; ++m) acc[q][m] = __half2half2(__ushort_as_half(0));
       }
       HS_UNROLL
-      for (int r = RW - 1; r >= 0; --r) {  // bottom-up: taps (u, v) ascending per output
-        __half2 even[Win::kWords], odd[Win::kWords - 1];
-        HS_UNROLL
-        for (int e = 0; e < Win::kWords; ++e) even[e] = bit_as<__half2>(win[r][e]);
-        HS_UNROLL
-        for (int e = 0; e + 1 < Win::kWords; ++e)
-          odd[e] = bit_as<__half2>(__byte_perm(win[r][e], win[r][e + 1], 0x5432));
-        HS_UNROLL
-        for (int q = 0; q < Q; ++q) {
-          const int u = q + KW - 1 - r;  // kernel row this input row is for output row q
-          if (u < 0 || u >= KW) continue;
-          HS_UNROLL
-          for (int v = 0; v < KW; ++v) {
-            const __half2 k = coef<PrecHalf, true>(a, u * KW + v);
-            HS_UNROLL
-            for (int m = 0; m < 4; ++m) {
-              const int s = Win::index(2 * m, v);
-              acc[q][m] = __hfma2(k, (s & 1) ? odd[s >> 1] : even[s >> 1], acc[q][m]);
-            }
-          }
-        }
-      }
-      HS_UNROLL
-      for (int q = 0; q < Q; ++q) {
-        OutWords<PrecHalf, 8> o;
-        HS_UNROLL
-        for (int m = 0; m < 4; ++m) o.w[m] = bit_as<unsigned>(acc[q][m]);
-        bad |= static_cast<unsigned long long>(store_outputs<PrecHalf, 8>(a, o, i0 + q, j0))
-               << (q * 8);
-      }
+      for (int r = RW - 1; r >= 0; --r)  // bottom-up: taps (u, v) ascending per output
+        accumulate_row_half<KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      bad = store_rows_half<8, Q>(a, acc, i0, j0);
     } else {
       float acc[Q][8];
       HS_UNROLL
@@ -195,27 +164,9 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
         for (int p = 0; p < 8; ++p) acc[q][p] = 0.0f;
       }
       HS_UNROLL
-      for (int r = RW - 1; r >= 0; --r) {  // bottom-up: taps (u, v) ascending per output
-        float x[Win::kPixels];
-        HS_UNROLL
-        for (int e = 0; e < Win::kPixels; ++e) x[e] = element<Prec>(win[r], e);
-        HS_UNROLL
-        for (int q = 0; q < Q; ++q) {
-          const int u = q + KW - 1 - r;
-          if (u < 0 || u >= KW) continue;
-          HS_UNROLL
-          for (int v = 0; v < KW; ++v) {
-            const float k = coef<Prec, true>(a, u * KW + v);
-            HS_UNROLL
-            for (int p = 0; p < 8; ++p) acc[q][p] = __fmaf_rn(k, x[Win::index(p, v)], acc[q][p]);
-          }
-        }
-      }
-      HS_UNROLL
-      for (int q = 0; q < Q; ++q)
-        bad |= static_cast<unsigned long long>(
-                   store_outputs<Prec, 8>(a, pack_outputs<Prec, 8>(acc[q]), i0 + q, j0))
-               << (q * 8);
+      for (int r = RW - 1; r >= 0; --r)
+        accumulate_row<Prec, KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      bad = store_rows<Prec, 8, Q>(a, acc, i0, j0);
     }
     if constexpr (Prec::kNarrow)
       if (bad) count_overflow<Prec, 8>(a, bad, i0, j0, overflow);

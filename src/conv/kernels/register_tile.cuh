@@ -4,101 +4,49 @@
 
 namespace halfscope::conv::kernels {
 
-/// FP32/FP64 arithmetic: acc[q][p] += k(u, v) * row[p + KW - 1 - v] for every input row of the
-/// region of interest, walked bottom-up so each output sees its taps in (u, v) ascending order.
+/// FP32/FP64 arithmetic: every input row of the thread's region of interest, read from shared
+/// memory bottom-up, added into its P x Q accumulators (accumulate_row), then stored.
 template <class Prec, int KW, int P, int Q>
 __device__ inline void tile_compute(const RegArgs& a, const typename Prec::R* win, int sp,
                                     long long i0, long long j0, unsigned& overflow) {
   using A = typename Prec::A;
-  using R = typename Prec::R;
-  static_assert(P * Q <= 64);  // one overflow bit per output in a 64-bit mask
-  constexpr int W = P + KW - 1;
-  constexpr int V = 16 / static_cast<int>(sizeof(R));
-  constexpr int NV = (W + V - 1) / V;
+  constexpr int V = 16 / static_cast<int>(sizeof(typename Prec::R));
+  constexpr int NV = (P + KW - 1 + V - 1) / V;
   A acc[Q][P];
   HS_UNROLL
   for (int q = 0; q < Q; ++q) {
     HS_UNROLL
     for (int p = 0; p < P; ++p) acc[q][p] = Prec::zero();
   }
-
   HS_UNROLL
   for (int r = Q + KW - 2; r >= 0; --r) {
     unsigned w[4 * NV];
     load_words<NV>(win + r * sp, w);
-    A x[W];
-    HS_UNROLL
-    for (int e = 0; e < W; ++e) x[e] = element<Prec>(w, e);
-    HS_UNROLL
-    for (int q = 0; q < Q; ++q) {
-      const int u = q + KW - 1 - r;  // kernel row this input row is for output row q
-      if (u < 0 || u >= KW) continue;
-      HS_UNROLL
-      for (int v = 0; v < KW; ++v) {
-        const A k = coef<Prec, true>(a, u * KW + v);
-        HS_UNROLL
-        for (int p = 0; p < P; ++p) acc[q][p] = Prec::fma(k, x[p + KW - 1 - v], acc[q][p]);
-      }
-    }
+    accumulate_row<Prec, KW, P, Q, 0>(a, w, r, acc);
   }
-  unsigned long long bad = 0;
-  HS_UNROLL
-  for (int q = 0; q < Q; ++q)
-    bad |= static_cast<unsigned long long>(
-               store_outputs<Prec, P>(a, pack_outputs<Prec, P>(acc[q]), i0 + q, j0))
-           << (q * P);
+  const unsigned long long bad = store_rows<Prec, P, Q>(a, acc, i0, j0);
   if constexpr (Prec::kNarrow)
     if (bad) count_overflow<Prec, P>(a, bad, i0, j0, overflow);
 }
 
-/// FP16 arithmetic, packed: accumulator pair (p, p + 1) takes the input pair starting at
-/// s = p + KW - 1 - v, an aligned word of the row when s is even and a PRMT of two words when odd.
+/// FP16 arithmetic, packed (accumulate_row_half): two adjacent outputs per HFMA2.
 template <int KW, int P, int Q>
 __device__ inline void tile_compute_half(const RegArgs& a, const unsigned short* win, int sp,
                                          long long i0, long long j0, unsigned& overflow) {
-  static_assert(P % 2 == 0 && P * Q <= 64);
-  constexpr int W = P + KW - 1;
-  constexpr int NV = (W + 7) / 8;
-  constexpr int NW = 4 * NV;
+  constexpr int NV = (P + KW - 1 + 7) / 8;
   __half2 acc[Q][P / 2];
   HS_UNROLL
   for (int q = 0; q < Q; ++q) {
     HS_UNROLL
     for (int m = 0; m < P / 2; ++m) acc[q][m] = __half2half2(__ushort_as_half(0));
   }
-
   HS_UNROLL
   for (int r = Q + KW - 2; r >= 0; --r) {
-    unsigned w[NW];
+    unsigned w[4 * NV];
     load_words<NV>(win + r * sp, w);
-    __half2 even[NW], odd[NW - 1];
-    HS_UNROLL
-    for (int m = 0; m < NW; ++m) even[m] = bit_as<__half2>(w[m]);
-    HS_UNROLL
-    for (int m = 0; m + 1 < NW; ++m) odd[m] = bit_as<__half2>(__byte_perm(w[m], w[m + 1], 0x5432));
-    HS_UNROLL
-    for (int q = 0; q < Q; ++q) {
-      const int u = q + KW - 1 - r;
-      if (u < 0 || u >= KW) continue;
-      HS_UNROLL
-      for (int v = 0; v < KW; ++v) {
-        const __half2 k = coef<PrecHalf, true>(a, u * KW + v);
-        HS_UNROLL
-        for (int m = 0; m < P / 2; ++m) {
-          const int s = 2 * m + KW - 1 - v;
-          acc[q][m] = __hfma2(k, (s & 1) ? odd[s >> 1] : even[s >> 1], acc[q][m]);
-        }
-      }
-    }
+    accumulate_row_half<KW, P, Q, 0>(a, w, r, acc);
   }
-  unsigned long long bad = 0;
-  HS_UNROLL
-  for (int q = 0; q < Q; ++q) {
-    OutWords<PrecHalf, P> o;
-    HS_UNROLL
-    for (int m = 0; m < P / 2; ++m) o.w[m] = bit_as<unsigned>(acc[q][m]);
-    bad |= static_cast<unsigned long long>(store_outputs<PrecHalf, P>(a, o, i0 + q, j0)) << (q * P);
-  }
+  const unsigned long long bad = store_rows_half<P, Q>(a, acc, i0, j0);
   if (bad) count_overflow<PrecHalf, P>(a, bad, i0, j0, overflow);
 }
 

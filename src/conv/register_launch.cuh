@@ -15,7 +15,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "conv/direct_cuda_common.hpp"
@@ -80,7 +82,7 @@ void launch_stream(const kernels::RegArgs& a, cudaStream_t s) {
   constexpr bool wide16 = !std::is_same_v<Prec, kernels::PrecSingle> &&
                           !std::is_same_v<Prec, kernels::PrecHalf>;  // FP32 arithmetic, 16-bit
   constexpr bool fp32 = std::is_same_v<Prec, kernels::PrecSingle>;
-  constexpr int Q = rt::stream_rows(KW, wide16);
+  constexpr int Q = rt::kStreamRows;
   const auto plan = register_plan::plan_stream(Q, a.c.out_rows, a.c.out_cols);
   const dim3 grid(grid_x(plan.grid_x, "register_cuda"), grid_y(plan.grid_y));
   kernels::register_stream_kernel<Prec, KW, LEAD, Q, rt::stream_min_blocks(KW, wide16, fp32)>
@@ -104,16 +106,31 @@ bool stream_width(const kernels::RegArgs& a, cudaStream_t s) {
   return true;
 }
 
-/// The streaming kernel (register_stream.cuh) where register_tuning::stream_preferred says it is
-/// faster, on 16-byte aligned image rows (output rows that are not store pixel by pixel).
-/// Returns false otherwise (the tile kernel runs).
+/// HALFSCOPE_CONV_STREAM=0 keeps register_run on the tile kernel where it would take the
+/// streaming one (anything else: the default), so the GPU tests and the benchmark can run both.
+inline bool stream_disabled_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("HALFSCOPE_CONV_STREAM");
+    return v && std::string(v) == "0";
+  }();
+  return off;
+}
+
+/// The streaming kernel (register_stream.cuh) for odd square kernels of widths 3-7 on 16-byte
+/// aligned image rows. Returns false otherwise (the tile kernel runs).
 template <class Prec>
 bool dispatch_stream(const Geometry& g, const kernels::RegArgs& a, cudaStream_t s) {
-  constexpr bool single = std::is_same_v<Prec, kernels::PrecSingle>;
-  if (!a.vec_in || g.krows != g.kcols || !rt::stream_preferred(static_cast<int>(g.krows), single))
-    return false;
-  if constexpr (single) return stream_width<Prec, 3>(a, s);  // the one preferred instance
-  return false;
+  if (!a.vec_in || g.krows != g.kcols || stream_disabled_by_env()) return false;
+  switch (g.krows) {
+    case 3:
+      return stream_width<Prec, 3>(a, s);
+    case 5:
+      return stream_width<Prec, 5>(a, s);
+    case 7:
+      return stream_width<Prec, 7>(a, s);
+    default:
+      return false;
+  }
 }
 
 /// Launches the generic kernel (taps in constant memory when kConst, else from a.coef).

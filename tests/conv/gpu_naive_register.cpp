@@ -137,7 +137,8 @@ TEST(GpuConvNaiveRegister, Kernel190x185BeyondConstantMemory_AllPrecisions) {
 }
 
 // More output rows than one grid's y extent covers (65535 blocks): the kernels' grid-stride
-// loops over tile rows. Single precision, unrolled (3x3) and generic (4x4) register paths.
+// loops over tile rows. Single precision, unrolled (3x3) and generic (4x4) register paths; then
+// aligned rows, which the streaming kernel may take (test_conv_gpu_stream1 forces it).
 TEST(GpuConvNaiveRegister, TallNx1Image_F32_RowsBeyondGridLimit) {
   HS_REQUIRE_GPU();
   for (std::int64_t k : {3, 4}) {
@@ -147,6 +148,13 @@ TEST(GpuConvNaiveRegister, TallNx1Image_F32_RowsBeyondGridLimit) {
     check(&naive_cuda, Precision::Single, g, d, "naive tall");
     check(&register_cuda, Precision::Single, g, d, "register tall");
   }
+  // 16-byte aligned rows (8 pixels): the streaming kernel's row-group loop at widths 3 and 7.
+  for (Precision p : {Precision::Single, Precision::Half})
+    for (std::int64_t k : {3, 7}) {
+      const Data d = make_data(300000, 8, k, k, storage_dtype(p), 13);
+      const Geometry g = geometry(d, {"same", 300000, 8, k / 2, k / 2}, Boundary::Circular);
+      check(&register_cuda, p, g, d, "register tall aligned");
+    }
 }
 
 // FP16/BF16 results that overflow from finite inputs are a NumericalError, never an inf.

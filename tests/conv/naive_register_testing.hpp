@@ -251,12 +251,15 @@ struct Case {
 // = 8 nor of a 256-pixel block; 256/512/264: the 16-byte paths), even and non-square kernels and
 // 33 on the generic path, kernels larger than the image, 1xN and Nx1 images, and two images
 // large enough for blocks whose whole staged region lies inside the image (the interior path).
+// The last three are aligned images narrower than the streaming kernel's window (5 x 8, 9 x 16;
+// 3 x 4 for FP32 only), whose circular chunks wrap more than once.
 inline constexpr Case kCases[] = {
-    {37, 261, 3, 3},   {64, 256, 3, 3},  {40, 512, 5, 5},  {21, 264, 7, 7},  {19, 130, 9, 9},
-    {50, 136, 15, 15}, {45, 96, 31, 31}, {33, 200, 4, 4},  {29, 77, 3, 5},   {29, 77, 5, 3},
-    {31, 70, 2, 2},    {23, 88, 1, 40},  {47, 12, 40, 1},  {45, 70, 33, 33}, {6, 5, 9, 9},
-    {13, 17, 40, 40},  {1, 300, 1, 7},   {1, 300, 3, 3},   {300, 1, 5, 1},   {300, 1, 3, 3},
-    {16, 40, 1, 1},    {3, 3, 3, 3},     {130, 800, 3, 3}, {200, 1024, 7, 7}};
+    {37, 261, 3, 3},   {64, 256, 3, 3},  {40, 512, 5, 5},  {21, 264, 7, 7},   {19, 130, 9, 9},
+    {50, 136, 15, 15}, {45, 96, 31, 31}, {33, 200, 4, 4},  {29, 77, 3, 5},    {29, 77, 5, 3},
+    {31, 70, 2, 2},    {23, 88, 1, 40},  {47, 12, 40, 1},  {45, 70, 33, 33},  {6, 5, 9, 9},
+    {13, 17, 40, 40},  {1, 300, 1, 7},   {1, 300, 3, 3},   {300, 1, 5, 1},    {300, 1, 3, 3},
+    {16, 40, 1, 1},    {3, 3, 3, 3},     {130, 800, 3, 3}, {200, 1024, 7, 7}, {5, 8, 7, 7},
+    {9, 16, 5, 5},     {3, 4, 7, 7}};
 
 inline constexpr Precision kAllPrecisions[] = {Precision::Double, Precision::Single,
                                                Precision::Half, Precision::Mixed, Precision::BF16};

@@ -111,9 +111,7 @@ template <class Prec, int KW>
 bool stream(const kernels::RegArgs& a) {
   const long long lead = KW - 1 - a.c.col0;
   const auto go = [&]<int LEAD>() {
-    constexpr bool wide16 =
-        !std::is_same_v<Prec, kernels::PrecSingle> && !std::is_same_v<Prec, kernels::PrecHalf>;
-    constexpr int Q = rt::stream_rows(KW, wide16);
+    constexpr int Q = rt::kStreamRows;
     const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
     emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1>,
                 dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
@@ -140,9 +138,9 @@ void generic(const kernels::RegArgs& a0, int sms) {
               dim3(32, plan.ty), plan.smem_bytes, a);
 }
 
-/// Which widths take the streaming kernel: as register_run does (stream_preferred), never (the
-/// tile kernel, as on unaligned rows), or at every width it is built for (3, 5, 7).
-enum class StreamUse { AsRegisterRun, Never, Always };
+/// Whether widths 3, 5, 7 on aligned rows take the streaming kernel, as register_run does, or
+/// the tile kernel (as on unaligned rows, or with HALFSCOPE_CONV_STREAM=0).
+enum class StreamUse { AsRegisterRun, Never };
 
 /// register_run of register_launch.cuh, on the emulator.
 template <class Prec>
@@ -170,10 +168,8 @@ void registered(Inputs& in, int sms, StreamUse use) {
   std::memcpy(kernels::c_reg_kernel, coef.data(), coef.size() * sizeof(T));
   bool done = false;
   if constexpr (!kIsDouble<Prec>) {
-    const bool preferred =
-        rt::stream_preferred(a.c.krows, std::is_same_v<Prec, kernels::PrecSingle>);
     if (path == rp::Path::Tile && a.vec_in && a.c.krows == a.c.kcols &&
-        (use == StreamUse::Always || (use == StreamUse::AsRegisterRun && preferred))) {
+        use == StreamUse::AsRegisterRun) {
       if (a.c.krows == 3) done = stream<Prec, 3>(a);
       if (a.c.krows == 5) done = stream<Prec, 5>(a);
       if (a.c.krows == 7) done = stream<Prec, 7>(a);
@@ -235,9 +231,7 @@ void run_suite(Method m, Precision p, int sms = kSms, std::size_t ncases = std::
       for (const Window& w : windows(c.rows, c.cols, c.krows, c.kcols)) {
         if (std::string(w.name) == "same-corr") continue;
         const Geometry g = geometry(d, w, b);
-        const char* kernel = stream == StreamUse::Never    ? " tile"
-                             : stream == StreamUse::Always ? " stream"
-                                                           : "";
+        const char* kernel = stream == StreamUse::Never ? " tile" : "";
         expect_matches(run(m, p, g, d, sms, stream), p, g, d,
                        label(name, p, d, w.name, b) + " sms=" + std::to_string(sms) + kernel);
       }
@@ -275,15 +269,11 @@ TEST(EmulatedConvRegister, F32AndF16_H100LaunchShapes) {
     run_suite(Method::Register, p, kSmsH100, 8);
 }
 
-// The tile kernel and the streaming kernel at every width both are built for (3, 5, 7), every
-// precision, whichever register_run prefers today (register_tuning::stream_preferred).
+// The tile kernel at the widths the streaming kernel takes on aligned rows (3, 5, 7): what
+// unaligned rows and HALFSCOPE_CONV_STREAM=0 run, on the aligned cases too.
 TEST(EmulatedConvRegister, TileKernelAtStreamWidths_AllNarrowAndSingle) {
   for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16})
     run_suite(Method::Register, p, kSms, std::size(kCases), StreamUse::Never);
-}
-TEST(EmulatedConvRegister, StreamKernelAtWidths3To7_AllNarrowAndSingle) {
-  for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16})
-    run_suite(Method::Register, p, kSms, std::size(kCases), StreamUse::Always);
 }
 
 // Kernels beyond 64 KB of constant memory: taps from global memory in both kernels.

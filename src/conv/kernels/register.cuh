@@ -13,10 +13,9 @@
 // pairs made by one PRMT each. Zero and circular boundaries are both resolved while staging, so
 // the compute loop has no branch; only chunks that cross an image edge take the per-pixel path.
 //
-// Streaming kernel (register_stream.cuh; built for widths 3, 5, 7 on 16-byte aligned rows, run
-// where register_tuning::stream_preferred says it beats the tile kernel: FP32 3x3 today): no
-// shared memory; a thread loads its whole (Q + KW - 1)-row window from global memory at once and
-// keeps it as raw words.
+// Streaming kernel (register_stream.cuh; widths 3, 5, 7 on 16-byte aligned rows, where it beats
+// the tile kernel, which keeps unaligned rows and the other widths): no shared memory; a thread
+// loads its whole (Q + KW - 1)-row window from global memory at once and keeps it as raw words.
 //
 // Generic kernel (any kernel size, P a template parameter): the same scheme with the kernel width
 // at run time: input rows stream through shared memory one at a time, and the taps of a row are

@@ -9,12 +9,13 @@
 // Why not the staged tile kernel for these widths: with 3-7 taps per row the kernel is memory-
 // bound, and staging through shared memory puts a barrier between every block's loads and its
 // arithmetic. Here a thread's loads are all in flight at once and nothing waits on a barrier.
-// Prototype on an H100 (bench/prototypes/conv_stream.cu, 4096^2, kernel time against a device
-// copy of the same bytes): FP32 3x3 and 5x5 at 92-95 %, FP16 3x3 at 97 % (half) / 92 % (mixed).
-// In the library FP32 3x3 matches it (8192^2: 203 us against 204) and replaced the tile kernel
-// there; the FP16 and wider instances are still slower than the tile kernel (more registers for
-// the edge and overflow code, so fewer bytes in flight; docs/performance.md), so register_run
-// does not take them yet (register_tuning::stream_preferred). Included from register.cuh only.
+// register_run takes it for widths 3-7 on aligned rows, where it beats the tile kernel in every
+// precision. NVIDIA H200, kernel alone against a device copy of the same bytes (8192^2, sweep of
+// docs/performance.md): FP32 3x3 / 5x5 90 / 87 %, half 3x3 / 5x5 / 7x7 88 / 69 / 46 %, mixed
+// 82 / 59 / 33 % (7x7 mixed is bound by its 49 FP32 FMAs per output, not by memory). The edge
+// path loads whole 4-pixel chunks: an earlier per-pixel edge path had pushed the FP16 instances
+// to 142 registers and spills, which made them slower than the tile kernel.
+// Included from register.cuh only.
 #pragma once
 
 namespace halfscope::conv::kernels {
@@ -73,46 +74,59 @@ __device__ inline long long wrap_near(long long x, long long n) {
                                                                                  : wrap_index(x, n);
 }
 
-/// One row of the window where the thread's window crosses an image edge: the row wrapped or
-/// zero as the boundary says, then per 4-pixel chunk a vector load where the chunk is inside the
-/// image and pixel by pixel only where it is not (one chunk per edge thread, so the warp that
-/// holds an image edge diverges for a few loads, not for the whole window).
+/// Where a window that crosses an image edge reads its columns. The image rows are 16-byte
+/// aligned and a whole number of 16 bytes (dispatch_stream), so cols is a multiple of 4 pixels,
+/// and the window starts at a multiple of 4: every 4-pixel chunk lies wholly inside or wholly
+/// outside the image. A chunk outside reads its wrapped place (circular) or column 0 and is then
+/// zeroed (zero boundary), so every load is unconditional and from inside the image.
+template <class Win>
+struct EdgeColumns {
+  static constexpr int kChunks = Win::kPixels / 4;
+  long long x[kChunks];  // first image column each chunk reads
+  unsigned zero = 0;     // bit k: chunk k is outside a zero boundary
+};
+
+template <class Win>
+__device__ inline EdgeColumns<Win> edge_columns(const ConvArgs& c, long long x0) {
+  EdgeColumns<Win> e;
+  HS_UNROLL
+  for (int k = 0; k < EdgeColumns<Win>::kChunks; ++k) {
+    const long long xc = x0 + 4 * k;
+    const bool inside =
+        static_cast<unsigned long long>(xc) < static_cast<unsigned long long>(c.cols);
+    if (c.circular)
+      e.x[k] = inside ? xc : wrap_near(xc, c.cols);
+    else
+      e.x[k] = inside ? xc : 0;
+    if (!inside && !c.circular) e.zero |= 1u << k;
+  }
+  return e;
+}
+
+/// One row of a window that crosses an image edge: the row wrapped or, outside a zero boundary,
+/// row 0 zeroed, then one vector load per 4-pixel chunk as edge_columns says. The per-pixel edge
+/// code this replaced held the FP16 3x3 kernel at 142 registers (76 without it) and spilled
+/// under its launch bounds.
 template <class R, class Win>
-__device__ inline void load_window_row_edge(const ConvArgs& c, long long y, long long x0,
-                                            unsigned (&w)[Win::kWords]) {
-  constexpr int wpc = 4 * static_cast<int>(sizeof(R)) / 4;  // words per chunk
-  const bool circular = c.circular != 0;
+__device__ inline void load_window_row_edge(const ConvArgs& c, long long y,
+                                            const EdgeColumns<Win>& e, unsigned (&w)[Win::kWords]) {
+  constexpr int wpc = static_cast<int>(sizeof(R));  // words per 4-pixel chunk
+  unsigned zero = e.zero;
   if (static_cast<unsigned long long>(y) >= static_cast<unsigned long long>(c.rows)) {
-    if (!circular) {
-      HS_UNROLL
-      for (int e = 0; e < Win::kWords; ++e) w[e] = 0u;
-      return;
+    if (c.circular) {
+      y = wrap_near(y, c.rows);
+    } else {
+      y = 0;
+      zero = ~0u;
     }
-    y = wrap_near(y, c.rows);
   }
   const R* row = static_cast<const R*>(c.image) + y * c.cols;
   HS_UNROLL
-  for (int k = 0; k < Win::kPixels / 4; ++k) {
-    const long long xc = x0 + 4 * k;
-    if (xc >= 0 && xc + 4 <= c.cols) {
-      load_pixels<R, 4>(row + xc, w + k * wpc);
-      continue;
-    }
-    R v[4];
-    HS_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      long long x = xc + e;
-      const bool inside =
-          static_cast<unsigned long long>(x) < static_cast<unsigned long long>(c.cols);
-      if (!inside && circular) x = wrap_near(x, c.cols);
-      v[e] = inside || circular ? __ldg(row + x) : R(0);
-    }
-    if constexpr (sizeof(R) == 4) {
+  for (int k = 0; k < EdgeColumns<Win>::kChunks; ++k) {
+    load_pixels<R, 4>(row + e.x[k], w + k * wpc);
+    if (zero >> k & 1u) {
       HS_UNROLL
-      for (int e = 0; e < 4; ++e) w[k * wpc + e] = v[e];
-    } else {
-      w[k * wpc] = static_cast<unsigned>(v[0]) | (static_cast<unsigned>(v[1]) << 16);
-      w[k * wpc + 1] = static_cast<unsigned>(v[2]) | (static_cast<unsigned>(v[3]) << 16);
+      for (int n = 0; n < wpc; ++n) w[k * wpc + n] = 0u;
     }
   }
 }
@@ -141,8 +155,9 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
       HS_UNROLL
       for (int r = 0; r < RW; ++r) load_window_row<R, Win>(row + r * c.cols, win[r]);
     } else {
+      const auto cols_at = edge_columns<Win>(c, x0);
       HS_UNROLL
-      for (int r = 0; r < RW; ++r) load_window_row_edge<R, Win>(c, y0 + r, x0, win[r]);
+      for (int r = 0; r < RW; ++r) load_window_row_edge<R, Win>(c, y0 + r, cols_at, win[r]);
     }
     unsigned long long bad = 0;
     if constexpr (std::is_same_v<Prec, PrecHalf>) {

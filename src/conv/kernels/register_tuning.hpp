@@ -79,30 +79,24 @@ inline constexpr int kGenericThreads = 32 * kGenericThreadsY;
 inline constexpr int kGenericMinBlocks = 3;
 
 /// Streaming kernel (register_stream.cuh): odd square kernels up to kStreamMaxWidth with 16-byte
-/// aligned rows. kStreamThreads threads of 8 outputs along a row (fewer for narrow outputs, down
-/// to 32). Q rows per thread and the blocks per SM the register budget allows, from a prototype
-/// sweep on an H100 (4096^2 and 8192^2, Q in {2, 4, 8}, 2-6 blocks): Q = 4 everywhere but 5x5
-/// with FP32 arithmetic on FP16/BF16 storage (Q = 8: 10 % faster, its conversions amortised over
-/// more rows); 4 blocks at width 3 (3 with FP32 storage, whose window is twice as many registers),
-/// 3 at 5 and 7, except FP32 storage 7x7 (2) and Q = 8 (2).
+/// aligned rows, taken by register_run wherever it is built: on an NVIDIA H200 (2026-11-23) it
+/// beat the tile kernel at every width 3-7 in every precision (4096^2 half 3x3 40.7 -> 25.6 us,
+/// mixed 7x7 94 -> 64 us, FP32 5x5 78 -> 47 us per call). kStreamThreads threads of 8 outputs
+/// along a row (fewer for narrow outputs, down to 32), Q = 4 output rows per thread, and the
+/// blocks per SM its launch bounds ask for, from a sweep of the library kernel on that GPU (4096^2
+/// and 8192^2, Q in {2, 4, 8}, 2-6 blocks, docs/performance.md): the register budget that keeps
+/// the most warps resident without spilling wins, since the kernel waits on its loads.
 inline constexpr int kStreamMaxWidth = 7;
-/// Where register_run takes the streaming kernel over the tile kernel: measured faster only for
-/// FP32 3x3 (NVIDIA H200, 2026-11-22: 4096^2 0.0727 -> 0.0528 ms, 8192^2 0.21 -> 0.156 ms). Its
-/// FP16 instances and FP32 5x5 / 7x7 were slower than the tile kernel in the library (FP16 3x3
-/// 0.048 -> 0.061 ms, 7x7 0.076 -> 0.187 ms) though the prototype of the same design was not
-/// (docs/performance.md); they stay built and tested for that work.
-constexpr bool stream_preferred(int kw, bool fp32_storage_fp32_math) {
-  return fp32_storage_fp32_math && kw == 3;
-}
 inline constexpr int kStreamThreads = 128;
 inline constexpr int kStreamMinThreads = 32;
-constexpr int stream_rows(int kw, bool fp32_arith_on_16bit) {
-  return kw == 5 && fp32_arith_on_16bit ? 8 : 4;
-}
+inline constexpr int kStreamRows = 4;
+/// Blocks per SM: FP16 arithmetic 5 / 5 / 4 at widths 3 / 5 / 7 (<= 102 / 102 / 128 registers),
+/// FP32 arithmetic on FP16/BF16 storage 6 / 5 / 4, FP32 storage (twice the window registers)
+/// 3 / 4 / 3 (7x7 spills 32 bytes there and is still 17 % faster than at 2 blocks).
 constexpr int stream_min_blocks(int kw, bool fp32_arith_on_16bit, bool fp32_storage) {
-  if (kw <= 3) return fp32_storage ? 3 : 4;  // FP32 3x3 at 4 blocks (128 registers) spilled
-  if (stream_rows(kw, fp32_arith_on_16bit) == 8) return 2;
-  return kw >= 7 && fp32_storage ? 2 : 3;
+  if (fp32_storage) return kw == 5 ? 4 : 3;
+  if (kw <= 3) return fp32_arith_on_16bit ? 6 : 5;
+  return kw == 5 ? 5 : 4;
 }
 
 }  // namespace halfscope::conv::register_tuning

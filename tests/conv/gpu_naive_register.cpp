@@ -138,7 +138,7 @@ TEST(GpuConvNaiveRegister, Kernel190x185BeyondConstantMemory_AllPrecisions) {
 
 // More output rows than one grid's y extent covers (65535 blocks): the kernels' grid-stride
 // loops over tile rows. Single precision, unrolled (3x3) and generic (4x4) register paths; then
-// aligned rows, which the streaming kernel may take (test_conv_gpu_stream1 forces it).
+// aligned rows, which the streaming kernel takes (the tile kernel under test_conv_gpu_tile).
 TEST(GpuConvNaiveRegister, TallNx1Image_F32_RowsBeyondGridLimit) {
   HS_REQUIRE_GPU();
   for (std::int64_t k : {3, 4}) {

@@ -79,7 +79,7 @@ inline constexpr int kGenericThreads = 32 * kGenericThreadsY;
 inline constexpr int kGenericMinBlocks = 3;
 
 /// Streaming kernel (register_stream.cuh): odd square kernels up to kStreamMaxWidth with 16-byte
-/// aligned rows, taken by register_run wherever it is built: on an NVIDIA H200 (2026-11-23) it
+/// aligned rows, taken by register_run wherever it is built: on an NVIDIA H200 (2026-11-22) it
 /// beat the tile kernel at every width 3-7 in every precision (4096^2 half 3x3 40.7 -> 25.6 us,
 /// mixed 7x7 94 -> 64 us, FP32 5x5 78 -> 47 us per call). kStreamThreads threads of 8 outputs
 /// along a row (fewer for narrow outputs, down to 32), Q = 4 output rows per thread, and the

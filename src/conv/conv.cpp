@@ -223,7 +223,7 @@ struct Prepared {
 // FP32-grade). A device kernel is read back for this (a synchronisation).
 std::optional<conv::SeparableFactors> auto_factors(const conv::Geometry& g, const Array& kernel,
                                                    Precision p) {
-  const Precision run = p == Precision::Split ? Precision::Single : p;
+  const Precision run = conv::separable_precision(p);
   const auto ps = conv_supported_precisions(ConvMethod::Separable, DeviceKind::Cuda);
   const int max_rank = conv::separable_worthwhile_rank(g.krows, g.kcols);
   // Beyond 1024 taps a line the method's shared-memory tiles do not fit (and the valid-mode swap

@@ -1,7 +1,7 @@
-// Host helpers shared by the direct GPU convolutions (naive_cuda.cu, register_cuda*.cu): the
-// argument check, launch sizing, cached device limits, and the lock that keeps a __constant__
-// kernel upload from racing a launch on another stream (the FP16/BF16 overflow check is
-// overflow_check.hpp's). Include only from .cu files (CUDA builds).
+// Host helpers shared by the direct GPU convolutions (naive_cuda.cu, register_cuda*.cu,
+// separable_cuda.cu): the argument check, launch sizing, cached device limits, and the lock that
+// keeps a __constant__ kernel upload from racing a launch on another stream (the FP16/BF16 overflow
+// check is overflow_check.hpp's). Include only from .cu files (CUDA builds).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,6 +34,14 @@ inline void check_direct_call(std::string_view method, const Geometry& g, Precis
   if (g.krows > INT_MAX / 2 || g.kcols > INT_MAX / 2)
     throw Unsupported(std::string(method) + ": kernel extent above 2^30 (" +
                       std::to_string(g.krows) + " x " + std::to_string(g.kcols) + ")");
+}
+
+/// Sets the dynamic shared-memory limit of `kernel` when it needs more than the default 48 KB.
+template <class K>
+void allow_shared_memory(K* kernel, std::int64_t bytes) {
+  if (bytes > 48 * 1024)
+    HS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
 }
 
 /// The kernel arguments of a call (pointers and geometry; the overflow counter is set later).

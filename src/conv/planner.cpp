@@ -70,11 +70,6 @@ void run_method(ConvMethod m, const Geometry& g, Precision p, const Array& image
 
 namespace {
 
-// The precision Separable runs a request in: split as single (same storage, FP32-grade).
-Precision separable_precision(Precision p) {
-  return p == Precision::Split ? Precision::Single : p;
-}
-
 // The GPU plan without measuring: Separable for a low-rank kernel (auto passes factors only when
 // they are worth running), else conv_heuristic_method.
 Plan heuristic_plan(const Geometry& g, Precision p, const SeparableFactors* factors) {

@@ -31,14 +31,6 @@ namespace halfscope::conv::detail {
 
 namespace rt = register_tuning;
 
-/// Sets the dynamic shared-memory limit of `kernel` when it needs more than the default 48 KB.
-template <class K>
-void allow_shared_memory(K* kernel, std::int64_t bytes) {
-  if (bytes > 48 * 1024)
-    HS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
-}
-
 /// Q of the unrolled tile kernel of width KW for a precision.
 template <class Prec, int KW>
 inline constexpr int kTileRows = rt::tile_rows_per_thread(KW,

@@ -3,11 +3,8 @@
 #include "halfscope/core/half.hpp"
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 namespace halfscope::conv {
 
@@ -77,27 +74,11 @@ std::vector<double> values_f64(const Array& k) {
     case DType::f32:
       std::copy_n(k.data_as<float>(), n, v.begin());
       break;
-    case DType::f16: {
-      // 2^(e - 25) per exponent field (e = 1 for subnormals, whose significand has no hidden bit).
-      static const auto scale = [] {
-        std::array<double, 32> t{};
-        for (int e = 0; e < 31; ++e)
-          t[static_cast<std::size_t>(e)] = std::ldexp(1.0, std::max(e, 1) - 25);
-        t[31] =
-            std::numeric_limits<double>::quiet_NaN();  // inf / NaN: refused by the factorization
-        return t;
-      }();
-      for (std::size_t i = 0; i < n; ++i) {
-        const unsigned h = k.data_as<Half>()[i].bits, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-        const double mag = static_cast<double>(e == 0 ? m : 1024u + m) * scale[e];
-        v[i] = (h & 0x8000u) ? -mag : mag;
-      }
+    case DType::f16:
+      for (std::size_t i = 0; i < n; ++i) v[i] = half_bits_to_float(k.data_as<Half>()[i].bits);
       break;
-    }
     case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i)
-        v[i] =
-            std::bit_cast<float>(static_cast<std::uint32_t>(k.data_as<BFloat16>()[i].bits) << 16);
+      for (std::size_t i = 0; i < n; ++i) v[i] = bf16_bits_to_float(k.data_as<BFloat16>()[i].bits);
       break;
     default: {
       const Array d = k.astype(DType::f64);

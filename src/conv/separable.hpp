@@ -31,6 +31,12 @@ inline constexpr int kSeparableMaxRank = 4;
 /// device kernel (a synchronisation) is not worth it.
 inline constexpr std::int64_t kSeparableMinWidth = 9;
 
+/// The precision the separable method runs a request in: split as single (the same FP32 storage
+/// and FP32-grade result), every other precision as it is.
+constexpr Precision separable_precision(Precision p) noexcept {
+  return p == Precision::Split ? Precision::Single : p;
+}
+
 /// The accepted residual for precision p: 4 x the storage unit roundoff of the kernel, so the
 /// factors differ from the kernel by no more than the kernel's own rounding to its storage type.
 double separable_tolerance(Precision p) noexcept;

@@ -45,9 +45,7 @@ void allow_smem(K* kernel, std::int64_t bytes, const DeviceLimits& dev, const Ge
                       std::to_string(g.kcols) + " kernel needs " + std::to_string(bytes) +
                       " bytes of shared memory per block, this GPU allows " +
                       std::to_string(dev.smem_optin) + "; use method fft");
-  if (bytes > 48 * 1024)
-    HS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
+  detail::allow_shared_memory(kernel, bytes);
 }
 
 template <class Prec>

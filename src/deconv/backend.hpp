@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <utility>
 
@@ -73,6 +74,18 @@ double max_abs_spectrum(const Problem& problem, bool pow2);
 
 /// A vector of a backend: an image-sized array (rows x cols) in the backend's storage.
 using Vec = int;
+
+/// What one conjugate-gradient step (Backend::cg_step) computed.
+struct CgReport {
+  double rr = 0;     // r . r before the step
+  double e = 1;      // the direction's scale: q = Q (p / e) (scaled_normal's e; 1 without FP16)
+  double pq = 0;     // p . Q p = e (p . q)
+  double alpha = 0;  // rr / pq
+  double rn = 0;     // r . r after the step
+  /// pq not positive or rr == 0: this step moved nothing, and neither does any later step until
+  /// cg_reset (so steps queued behind a breakdown are harmless).
+  bool halted = false;
+};
 
 /// FP64 values for one trace row.
 struct Evaluation {
@@ -113,6 +126,32 @@ class Backend {
   virtual void synchronize() = 0;
   /// A scalar as the arithmetic type holds it (half: rounded to FP16; single, mixed: FP32).
   [[nodiscard]] virtual double round_scalar(double v) const = 0;
+
+  // Conjugate gradients with its scalars kept by the backend: on the GPU they stay on the device,
+  // so a step costs no host round trip and the solver can queue the next step before it reads
+  // this one's report (solvers_split.cpp). The defaults (cg_step.cpp) run the same operations
+  // through the methods above with host scalars; the CUDA backend computes the same values on
+  // the device (the same kernels' arithmetic, the same reduction order).
+
+  /// Sets the state for the next step: rr = r . r of the current residual, and beta for its
+  /// direction p = r + beta p (0 with p = r: a restart). Every queued report must have been read.
+  virtual void cg_reset(double rr, double beta);
+  /// Queues one step on Q x = r (x, r, p, q, tmp distinct): p = r + beta p (axpby);
+  /// e = scaled_normal(p, tmp, q) (q = Q (p / e)); pq = e (p . q); halts when !(pq > 0) or
+  /// rr == 0; alpha = rr / pq; x += alpha p; r -= (alpha e) q; rn = r . r; beta = rn / rr;
+  /// rr = rn. Each operation rounds as axpby, dot and scaled_normal do.
+  virtual void cg_step(Vec x, Vec r, Vec p, Vec q, Vec tmp, double norm_q);
+  /// The report of the oldest queued step not yet read (waits for it; throws a pending FP16
+  /// overflow as the scalar methods do).
+  virtual CgReport cg_report();
+
+ private:
+  struct CgHost {
+    double rr = 0, beta = 0;
+    bool halted = false;
+    std::deque<CgReport> reports;
+  };
+  CgHost cg_host_;  // the defaults' state (the CUDA backend keeps its own on the device)
 };
 
 /// FP64 evaluation of iterates for the trace, on the device of the solver's backends (so no

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "deconv/backend_cuda.hpp"
+#include "deconv/backend_cuda_cg.cuh"
 #include "deconv/backend_cuda_operator.cuh"
 #include "deconv/backend_cuda_reduce.cuh"
 #include "deconv/backend_cuda_stream.hpp"
@@ -91,6 +92,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const Problem& problem)
       : box_(device_buffer(2 * static_cast<std::int64_t>(sizeof(cudak::DeviceBox)))),
         op_(problem, stream_.get(), &dbox()->status),
+        cg_(stream_.get()),
         lambda_(problem.lambda) {
     HS_CUDA_CHECK(cudaMemsetAsync(dbox(), 0, 2 * sizeof(cudak::DeviceBox), stream_.get()));
     if constexpr (P::half) scratch_ = device_buffer(op_.grid().pixels() * 2);
@@ -211,6 +213,63 @@ class CudaBackend final : public Backend {
     throw_if_overflow(P::precision, box, dbox(), stream_.get());
   }
 
+  // CG on the device (backend_cuda_cg.cuh); half keeps the host-scalar defaults (its FP16
+  // scalings and products follow other rules).
+  void cg_reset(double rr, double beta) override {
+    if constexpr (P::half)
+      Backend::cg_reset(rr, beta);
+    else
+      cg_.reset(rr, beta);
+  }
+
+  void cg_step(Vec x, Vec r, Vec p, Vec q, Vec tmp, double norm_q) override {
+    if constexpr (P::half) {
+      Backend::cg_step(x, r, p, q, tmp, norm_q);
+    } else {
+      const Vec all[] = {x, r, p, q, tmp};
+      for (int a = 0; a < 5; ++a)
+        for (int b = a + 1; b < 5; ++b)
+          if (all[a] == all[b])
+            throw InvalidInput("deconv backend (cuda): cg_step needs five distinct vectors");
+      constexpr bool kFp16 = sizeof(T) == 2;
+      cudak::CgState* st = cg_.state();
+      cudak::DeviceStatus* status = &dbox()->status;
+      cudak::CgSlot* slot = cg_.next_slot();
+      op_.template reduce<double, true>(
+          pixels_,
+          cudak::CgDirection<T, A>{ptr(r), ptr(p), st, status, normal_scale_bias(norm_q), kFp16},
+          &st->counter);
+      if (!kFp16) {
+        op_.normal(ptr(p), ptr(q));
+      } else if (op_.grid().circular) {
+        op_.normal(ptr(p), ptr(q), &st->e);  // the pad pass scales
+      } else {
+        cudak::cg_scale_kernel<T, A>
+            <<<blocks_, cudak::kThreads, 0, stream_.get()>>>(pixels_, ptr(p), st, ptr(tmp), status);
+        HS_CHECK_LAUNCH();
+        op_.normal(ptr(tmp), ptr(q));
+      }
+      op_.template reduce<S, false>(pixels_, cudak::CgCurvature<T, A, S>{ptr(p), ptr(q), st},
+                                    &st->counter);
+      op_.template reduce<S, false>(
+          pixels_, cudak::CgUpdate<T, A, S>{ptr(x), ptr(r), ptr(p), ptr(q), st, status, slot},
+          &st->counter);
+      cg_.queued();
+    }
+  }
+
+  CgReport cg_report() override {
+    if constexpr (P::half) {
+      return Backend::cg_report();
+    } else {
+      const cudak::CgSlot s = cg_.read();
+      cudak::DeviceBox box;
+      box.status = s.status;
+      throw_if_overflow(P::precision, box, dbox(), stream_.get());
+      return CgReport{s.rr, s.e, s.pq, s.alpha, s.rn, s.halted != 0};
+    }
+  }
+
   /// The stream every operation is queued on (backend_cuda_stream.hpp).
   [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
 
@@ -280,6 +339,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<Buffer> box_;      // [0]: the mailbox's device side; [1]: half's maxima
   std::shared_ptr<Buffer> scratch_;  // half: the criterion's residual (FP16, pixels)
   Operator<P> op_;
+  CgQueue cg_;
   double lambda_;
   Array g_;
   std::vector<Array> vecs_;

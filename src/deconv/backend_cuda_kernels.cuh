@@ -202,18 +202,29 @@ __device__ inline std::int64_t thread_count() {
 /// grid (gr x gc) = src (rows x cols) in the transform type, zero outside the image. The
 /// conversion of mixed's FP16 to FP32 happens here. half (xmax given): times
 /// 2^-(h1 + ceil(log2 max|src|)), max|src| = xmax->result[0] (exact but for FP16 subnormals).
+/// mixed with `e` (the device-side CG step's scale): src / e rounded to FP16 first, the value
+/// axpby(1 / e, src, 0, tmp) would have stored, so the scaled copy is never written.
 template <class T, class R>
 __global__ void pad_kernel(const T* src, std::int64_t rows, std::int64_t cols, R* grid,
-                           std::int64_t gr, std::int64_t gc, const DeviceBox* xmax, int h1) {
+                           std::int64_t gr, std::int64_t gc, const DeviceBox* xmax, int h1,
+                           const double* e = nullptr) {
   const float p = xmax ? box_scale(xmax, 0, -1, -h1) : 1.0f;
   const bool whole = gr == rows && gc == cols;
+  float inv_e = 1.0f;
+  if constexpr (sizeof(T) == 2 && sizeof(R) == 4)
+    if (e) inv_e = static_cast<float>(1.0 / *e);
+  const auto value = [&](T x) {
+    if constexpr (sizeof(T) == 2 && sizeof(R) == 4)
+      if (e) return __half2float(__float2half_rn(mul(inv_e, __half2float(x))));
+    return load<R>(x);
+  };
   for (std::int64_t k = thread_index(); k < gr * gc; k += thread_count()) {
     R v = R(0.0f);
     if (whole) {
-      v = load<R>(src[k]);
+      v = value(src[k]);
     } else {
       const std::int64_t i = k / gc, j = k - i * gc;
-      if (i < rows && j < cols) v = load<R>(src[i * cols + j]);
+      if (i < rows && j < cols) v = value(src[i * cols + j]);
     }
     if (xmax) v = scale_pow2(v, p);
     grid[k] = v;

@@ -29,6 +29,7 @@
 
 #include "deconv/backend_cuda.hpp"
 #include "deconv/backend_cuda_reduce.cuh"
+#include "halfscope/core/error.hpp"
 
 namespace halfscope::deconv::detail::cudab {
 
@@ -126,9 +127,10 @@ class Operator {
     HS_CHECK_LAUNCH();
   }
 
-  /// out = Q x + (zero boundary: lambda x inside the readout).
-  void normal(const T* x, T* out) {
-    forward(x);
+  /// out = Q x + (zero boundary: lambda x inside the readout). `e` (mixed on the circular grid
+  /// only: the CG step's scale on the device): out = Q fl16(x / e), scaled in the pad pass.
+  void normal(const T* x, T* out, const double* e = nullptr) {
+    forward(x, e);
     if (grid_.circular) {
       multiply_real(q_);
       if constexpr (kDirect) {
@@ -194,7 +196,10 @@ class Operator {
       return static_cast<R>(v);
   }
 
-  void forward(const T* x) {
+  void forward(const T* x, const double* e = nullptr) {
+    if (e != nullptr && !(grid_.circular && !kDirect && !P::half))
+      throw InvalidInput(
+          "deconv operator: a device-side input scale needs mixed on a circular grid");
     if constexpr (kDirect) {
       if (grid_.circular) {
         exec(plans_->forward, x, spec(), false);
@@ -205,7 +210,7 @@ class Operator {
       reduce<double, true>(grid_.pixels(),
                            cudak::MaxTerm<T>{x, grid_.cols, grid_.cols, nullptr, nullptr}, xbox());
     cudak::pad_kernel<T, R><<<blocks_grid_, cudak::kThreads, 0, stream_>>>(
-        x, grid_.rows, grid_.cols, gbuf(), grid_.gr, grid_.gc, half_box(xbox()), h1_);
+        x, grid_.rows, grid_.cols, gbuf(), grid_.gr, grid_.gc, half_box(xbox()), h1_, e);
     HS_CHECK_LAUNCH();
     exec(plans_->forward, gbuf(), spec(), false);
   }

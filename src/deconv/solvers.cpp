@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "deconv/normal_scale.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::deconv::detail {
@@ -26,14 +27,7 @@ double scaled_normal(Backend& b, Vec x, Vec tmp, Vec out, double norm_q) {
     b.normal(x, out);
     return 1.0;
   }
-  // x / e has max 2^-t with 2^t ~ sqrt(||Q||): Q (x / e) then peaks near sqrt(||Q||) too, both
-  // far inside FP16's range (6e-5 .. 65504) for any ||Q|| < 2^30.
-  const int t = static_cast<int>(std::floor(std::log2(std::max(norm_q, 1.0)) / 2));
-  int ex = 0;
-  const double fr = std::frexp(m, &ex);
-  // Clamped to [2^-14, 2^14] so that 1 / e is itself a normal FP16 number (half rounds its
-  // scalars to FP16).
-  const double e = std::ldexp(1.0, std::clamp((fr == 0.5 ? ex - 1 : ex) + t, -14, 14));
+  const double e = normal_scale(m, normal_scale_bias(norm_q));
   b.axpby(1.0 / e, x, 0.0, tmp);
   b.normal(tmp, out);
   return e;

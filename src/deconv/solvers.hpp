@@ -34,6 +34,9 @@ class Tracer {
   /// the timed region). Returns true when the target distance has been reached.
   bool record(std::int64_t iteration, const std::string& phase, double criterion_solver,
               double step, const std::function<Array()>& iterate, bool last = false);
+  /// Whether record(iteration, ...) will evaluate the iterate (a row is due, or a target is
+  /// checked): a solver that queues work ahead must not queue past such an iteration.
+  [[nodiscard]] bool due(std::int64_t iteration) const;
   /// Solver time so far (ms), tracing excluded.
   [[nodiscard]] double elapsed_ms() const;
   [[nodiscard]] std::vector<TraceRow>& rows() { return rows_; }

@@ -31,6 +31,9 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // with 2^-2 / 50, 4.4e-4 after 200 iterations, as single (3.8e-4). QUDA's default delta is 0.1.
 constexpr double kDrop = 1.0 / 16;
 constexpr std::int64_t kUpdateEvery = 50;
+// Once a reliable update finds the FP32 residual at its rounding level, one more correction
+// cycle of at most this many iterations runs, then the run ends (see run_split).
+constexpr std::int64_t kFloorCycle = 10;
 
 /// The power of two 2^ceil(log2 m) (m > 0 finite).
 double pow2_above(double m) {
@@ -62,15 +65,20 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
   };
   auto record = [&](double step) { return tracer.record(it, "split", kNaN, step, iterate); };
   // Where FP32 stops: ||b - Q f|| ~ u32 (||b|| + ||Q|| ||f||), ||Q|| <= L / 2 (measured: the
-  // true residual settles at 1.0 +- 0.1 times that). The first correction cycle that starts
-  // there still improves f (the FP32 residual is noise, the FP16-stored correction is not yet);
-  // later ones only add noise (a run on drifted from 2.5e-6 to 1.3e-5 of f*), so the run ends at
-  // the second reliable update at the floor.
+  // true residual settles at 1.0 +- 0.1 times that). The correction cycle that starts there may
+  // still improve f (the FP32 residual is noise, the FP16-stored correction is not yet), but it
+  // soon only adds noise (a run on drifted from 2.5e-6 to 1.3e-5 of f*; another, whose next
+  // update came 50 iterations later, from 2.9e-6 to 1.1e-4 and never stopped): so the first
+  // update at the floor keeps a copy of f, one cycle of at most kFloorCycle iterations follows,
+  // and the next update ends the run with whichever f has the smaller FP32 residual.
   const double u32 = compute_unit_roundoff(Precision::Single);
   const double norm_b = std::sqrt(S.dot(b, b));
-  int floor_updates = 0;
+  const Vec at_floor = S.create();
+  double floor_norm = -1;      // ||r|| at the first update at the floor (< 0: not reached yet)
+  std::int64_t floor_it = -1;  // its iteration; -1 unless f went back to it at the end
+  auto update_every = [&] { return floor_norm < 0 ? kUpdateEvery : kFloorCycle; };
   // f += s d; r = b - Q f; s = 2^ceil(log2 max|r|); rho = r / s; d = 0. Returns s_old / s_new,
-  // 0 when the FP32 residual is at its rounding level.
+  // 0 when the run has converged.
   auto reliable_update = [&]() -> double {
     S.assign(M.view(d), s, 1.0, f);
     M.axpby(0.0, d, 0.0, d);  // folded into f: the iterate stays f + s d on every path
@@ -80,9 +88,20 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
     const double m = S.max_abs(r);
     if (!std::isfinite(m))  // a NaN residual must not read as "converged" below
       throw NumericalError("split: the FP32 residual is not finite at a reliable update");
-    const double floor = 2 * u32 * (norm_b + norm_q * std::sqrt(S.dot(f, f)));
-    floor_updates = std::sqrt(S.dot(r, r)) <= floor ? floor_updates + 1 : 0;
-    if (m == 0 || floor_updates == 2) return 0;
+    const double norm = std::sqrt(S.dot(r, r));
+    if (floor_norm >= 0) {  // the cycle after the floor is done
+      if (norm > floor_norm)
+        S.copy(at_floor, f);
+      else
+        floor_it = -1;
+      return 0;
+    }
+    if (m == 0) return 0;
+    if (norm <= 2 * u32 * (norm_b + norm_q * std::sqrt(S.dot(f, f)))) {
+      S.copy(f, at_floor);
+      floor_norm = norm;
+      floor_it = it;
+    }
     const double s_new = pow2_above(m);
     M.assign(S.view(r), 1.0 / s_new, 0.0, rho);
     const double ratio = s / s_new;
@@ -90,14 +109,20 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
     return ratio;
   };
   auto finish = [&](StopReason stop, std::string detail) {
+    // The last row shows the image returned: f went back to the floor's copy after it was traced.
+    if (floor_it >= 0 && tracer.recorded(it)) tracer.rows().pop_back();
     if (!tracer.recorded(it)) tracer.record(it, "split", kNaN, kNaN, iterate, true);
     S.assign(M.view(d), s, 1.0, f);
     tracer.stop();  // the copy-out of the result is not solver time
     return SolverOutcome{image_of(S, f), stop, std::move(detail), it};
   };
   auto converged = [&] {
-    return finish(StopReason::Converged,
-                  "split: FP32 residual at its rounding level at iteration " + std::to_string(it));
+    return finish(
+        StopReason::Converged,
+        "split: FP32 residual at its rounding level at iteration " + std::to_string(it) +
+            (floor_it < 0 ? std::string()
+                          : " (the image is the iterate of iteration " + std::to_string(floor_it) +
+                                ", whose FP32 residual was smaller)"));
   };
   auto target = [&] {
     return finish(StopReason::TargetReached,
@@ -111,43 +136,68 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
   std::int64_t since = 0;
 
   if (o.solver == Solver::CG) {
+    // The steps' scalars stay in the mixed backend (cg_step), so the solver can queue a step
+    // before it reads the previous step's report: on the GPU no step then waits for a host round
+    // trip. A reliable update that a step's report calls for (residual drop, or update_every()
+    // steps) happens after the step that follows it, queued or not, so the sequence of operations
+    // does not depend on how far ahead the solver queued (nor on tracing). Nothing is queued past
+    // an iteration where the tracer evaluates the iterate (Tracer::due) or past a scheduled update.
+    // A breakdown halts the backend's steps until cg_reset: a step queued behind it moves nothing.
     const Vec p = k;
     M.copy(rho, p);
-    double rr = M.dot(rho, rho), rr_update = rr;
-    while (it < o.iterations) {
-      const double e = scaled_normal(M, p, scratch, q, norm_q);  // q = Q p / e
-      const double pq = e * M.dot(p, q);
-      if (!(pq > 0) || rr == 0) {
+    double rr_update = M.dot(rho, rho);
+    M.cg_reset(rr_update, 0.0);  // the first step's direction: p = rho + 0 p = rho
+    double last_rr = rr_update;  // r . r before the last step read
+    std::int64_t queued = 0, update_after = -1;
+    auto can_queue = [&] {
+      const std::int64_t last = it + queued;  // the last step queued (or read)
+      if (last + 1 > o.iterations || last == update_after || queued == 2) return false;
+      return queued == 0 || !tracer.due(last);
+    };
+    while (true) {
+      while (can_queue()) {
+        M.cg_step(d, rho, p, q, scratch, norm_q);
+        ++queued;
+      }
+      if (queued == 0) {
+        if (update_after != it) break;  // the iterations are done
+        // The reliable update; CG keeps its direction in the new units, beta = (the true
+        // residual's r . r) / (the last step's rr).
+        update_after = -1;
+        const double ratio = reliable_update();
+        if (ratio == 0) return converged();
+        const double rn = M.dot(rho, rho);
+        M.axpby(0.0, p, ratio, p);
+        M.cg_reset(rn, rn / (last_rr * ratio * ratio));
+        rr_update = rn;
+        since = 0;
+        continue;
+      }
+      const CgReport step = M.cg_report();
+      --queued;
+      if (step.halted) {
+        while (queued > 0) {  // queued behind the breakdown: they moved nothing
+          M.cg_report();
+          --queued;
+        }
         if (since == 0)
-          return finish(StopReason::Stalled, "split cg: p.Qp = " + std::to_string(pq) +
+          return finish(StopReason::Stalled, "split cg: p.Qp = " + std::to_string(step.pq) +
                                                  " right after a reliable update at iteration " +
                                                  std::to_string(it + 1));
         if (reliable_update() == 0) return converged();
         M.copy(rho, p);
-        rr = rr_update = M.dot(rho, rho);
+        rr_update = M.dot(rho, rho);
+        M.cg_reset(rr_update, 0.0);
+        update_after = -1;
         since = 0;
         continue;
       }
-      const double alpha = rr / pq;
-      M.axpby(alpha, p, 1.0, d);
-      M.axpby(-alpha * e, q, 1.0, rho);
       ++it;
       ++since;
-      double rn = M.dot(rho, rho), beta = 0;
-      if (rn <= kDrop * rr_update || since >= kUpdateEvery) {
-        const double ratio = reliable_update();
-        if (ratio == 0) return converged();
-        rn = M.dot(rho, rho);
-        M.axpby(0.0, p, ratio, p);
-        beta = rn / (rr * ratio * ratio);
-        rr_update = rn;
-        since = 0;
-      } else {
-        beta = rn / rr;
-      }
-      M.axpby(1.0, rho, beta, p);
-      rr = rn;
-      if (record(alpha)) return target();
+      last_rr = step.rr;
+      if (update_after < 0 && (step.rn <= kDrop * rr_update || since >= update_every()))
+        update_after = it + 1;
+      if (record(step.alpha)) return target();  // due: nothing was queued behind this step
     }
     return finish(StopReason::Iterations, "");
   }
@@ -231,7 +281,7 @@ SolverOutcome run_split(const SolverSetup& setup, Tracer& tracer, std::int64_t& 
     }
     ++it;
     ++since;
-    if (M.dot(k, k) <= kDrop * kk_update || since >= kUpdateEvery) {
+    if (M.dot(k, k) <= kDrop * kk_update || since >= update_every()) {
       if (reliable_update() == 0) return converged();
       restart();
       kk_update = M.dot(k, k);

@@ -31,6 +31,13 @@ double Tracer::elapsed_ms() const {
              .count();
 }
 
+bool Tracer::due(std::int64_t iteration) const {
+  if (evaluator_ == nullptr) return false;
+  const std::int64_t every = options_.trace_every;
+  return options_.target_distance > 0 ||
+         (every > 0 && (iteration == 0 || iteration % every == 0) && !recorded(iteration));
+}
+
 bool Tracer::record(std::int64_t iteration, const std::string& phase, double criterion_solver,
                     double step, const std::function<Array()>& iterate, bool last) {
   const std::int64_t every = options_.trace_every;

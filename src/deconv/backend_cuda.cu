@@ -30,14 +30,20 @@ using namespace cudab;
 
 /// Reduction terms (device functors for cudak::reduce_kernel) of single, mixed and double; half
 /// uses cudak::MaxTerm and cudak::HalfProducts (its products scaled to avoid FP16 overflow).
+/// a . b over chunks (backend_cuda_reduce.cuh), each chunk folded in index order.
 template <class P>
 struct DotTerm {
   const typename P::T* a;
   const typename P::T* b;
-  __device__ void operator()(std::int64_t k, cudak::Acc<typename P::S>& acc) const {
+  std::int64_t n;
+  __device__ void operator()(std::int64_t c, cudak::Acc<typename P::S>& acc) const {
     using A = typename P::A;
-    const A p = cudak::mul(cudak::load<A>(a[k]), cudak::load<A>(b[k]));
-    acc.v[0] = cudak::add(acc.v[0], static_cast<typename P::S>(cudak::to_double(p)));
+    const auto x = cudak::load_chunk(a, c, n), y = cudak::load_chunk(b, c, n);
+#pragma unroll
+    for (int i = 0; i < cudak::kChunk; ++i) {
+      const A p = cudak::mul(cudak::load<A>(x.v[i]), cudak::load<A>(y.v[i]));
+      acc.v[0] = cudak::add(acc.v[0], static_cast<typename P::S>(cudak::to_double(p)));
+    }
   }
   __device__ void finish(const cudak::Acc<typename P::S>& acc, double* out) const {
     out[0] = static_cast<double>(acc.v[0]);
@@ -166,7 +172,8 @@ class CudaBackend final : public Backend {
     if constexpr (P::half)
       return half_products(ptr(a), ptr(b), nullptr, nullptr).result[0];
     else
-      return reduce<false>(DotTerm<P>{ptr(a), ptr(b)}).result[0];
+      return reduce<false>(DotTerm<P>{ptr(a), ptr(b), pixels_}, cudak::chunk_count(pixels_))
+          .result[0];
   }
 
   void axpby(double a, Vec x, double b, Vec y) override {
@@ -235,9 +242,11 @@ class CudaBackend final : public Backend {
       cudak::CgState* st = cg_.state();
       cudak::DeviceStatus* status = &dbox()->status;
       cudak::CgSlot* slot = cg_.next_slot();
+      const std::int64_t chunks = cudak::chunk_count(pixels_);
       op_.template reduce<double, true>(
-          pixels_,
-          cudak::CgDirection<T, A>{ptr(r), ptr(p), st, status, normal_scale_bias(norm_q), kFp16},
+          chunks,
+          cudak::CgDirection<T, A>{ptr(r), ptr(p), pixels_, st, status, normal_scale_bias(norm_q),
+                                   kFp16},
           &st->counter);
       if (!kFp16) {
         op_.normal(ptr(p), ptr(q));
@@ -249,10 +258,11 @@ class CudaBackend final : public Backend {
         HS_CHECK_LAUNCH();
         op_.normal(ptr(tmp), ptr(q));
       }
-      op_.template reduce<S, false>(pixels_, cudak::CgCurvature<T, A, S>{ptr(p), ptr(q), st},
-                                    &st->counter);
       op_.template reduce<S, false>(
-          pixels_, cudak::CgUpdate<T, A, S>{ptr(x), ptr(r), ptr(p), ptr(q), st, status, slot},
+          chunks, cudak::CgCurvature<T, A, S>{ptr(p), ptr(q), pixels_, st}, &st->counter);
+      op_.template reduce<S, false>(
+          chunks,
+          cudak::CgUpdate<T, A, S>{ptr(x), ptr(r), ptr(p), ptr(q), pixels_, st, status, slot},
           &st->counter);
       cg_.queued();
     }
@@ -311,8 +321,8 @@ class CudaBackend final : public Backend {
 
   /// One reduction pass, then the result and the overflow status in one read-back.
   template <bool kMax, class F>
-  cudak::DeviceBox reduce(const F& term) {
-    op_.template reduce<S, kMax>(pixels_, term, dbox());
+  cudak::DeviceBox reduce(const F& term, std::int64_t items = -1) {
+    op_.template reduce<S, kMax>(items < 0 ? pixels_ : items, term, dbox());
     return read_back();
   }
 

@@ -42,21 +42,31 @@ struct CgSlot {
   DeviceStatus status;  // the backend's FP16 overflow status after the step
 };
 
+// The terms reduce over chunks (backend_cuda_reduce.cuh) in the order of DotTerm, so p . q and
+// r . r equal what Backend::dot returns for the same vectors.
+
 /// p = r + beta p, as axpby(1, r, beta, p); max|p| -> e when `scaled` (FP16 storage).
 template <class T, class A>
 struct CgDirection {
   const T* r;
   T* p;
+  std::int64_t n;
   CgState* s;
   DeviceStatus* status;
   int t;  // normal_scale_bias(||Q||)
   bool scaled;
-  __device__ void operator()(std::int64_t k, Acc<double>& acc) const {
+  __device__ void operator()(std::int64_t c, Acc<double>& acc) const {
     if (s->halted) return;
-    const A v = add(mul(A(1.0f), load<A>(r[k])), mul(from_double<A>(s->beta), load<A>(p[k])));
-    const T stored = store<T>(v, status, detail::cudab::kOpAxpby);
-    p[k] = stored;
-    if (scaled) acc.v[0] = nan_max(acc.v[0], fabs(to_double(stored)));
+    const A beta = from_double<A>(s->beta);
+    const Chunk<T> rc = load_chunk(r, c, n);
+    Chunk<T> pc = load_chunk(p, c, n);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const A v = add(mul(A(1.0f), load<A>(rc.v[i])), mul(beta, load<A>(pc.v[i])));
+      pc.v[i] = store<T>(v, status, detail::cudab::kOpAxpby);
+      if (scaled) acc.v[0] = nan_max(acc.v[0], fabs(to_double(pc.v[i])));
+    }
+    store_chunk(p, c, n, pc);
   }
   __device__ void finish(const Acc<double>& acc, double*) const {
     if (!s->halted) s->e = scaled ? detail::normal_scale(acc.v[0], t) : 1.0;
@@ -79,10 +89,14 @@ template <class T, class A, class S>
 struct CgCurvature {
   const T* p;
   const T* q;
+  std::int64_t n;
   CgState* s;
-  __device__ void operator()(std::int64_t k, Acc<S>& acc) const {
+  __device__ void operator()(std::int64_t c, Acc<S>& acc) const {
     if (s->halted) return;
-    acc.v[0] = add(acc.v[0], static_cast<S>(to_double(mul(load<A>(p[k]), load<A>(q[k])))));
+    const Chunk<T> pc = load_chunk(p, c, n), qc = load_chunk(q, c, n);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      acc.v[0] = add(acc.v[0], static_cast<S>(to_double(mul(load<A>(pc.v[i]), load<A>(qc.v[i])))));
   }
   __device__ void finish(const Acc<S>& acc, double*) const {
     if (s->halted) return;
@@ -102,19 +116,26 @@ struct CgUpdate {
   T* r;
   const T* p;
   const T* q;
+  std::int64_t n;
   CgState* s;
   DeviceStatus* status;
   CgSlot* slot;
-  __device__ void operator()(std::int64_t k, Acc<S>& acc) const {
+  __device__ void operator()(std::int64_t c, Acc<S>& acc) const {
     if (s->halted) return;
     const A one(1.0f);
     const A a = from_double<A>(s->alpha), b = from_double<A>(-s->alpha * s->e);
-    x[k] = store<T>(add(mul(a, load<A>(p[k])), mul(one, load<A>(x[k]))), status,
-                    detail::cudab::kOpAxpby);
-    const T rv = store<T>(add(mul(b, load<A>(q[k])), mul(one, load<A>(r[k]))), status,
-                          detail::cudab::kOpAxpby);
-    r[k] = rv;
-    acc.v[0] = add(acc.v[0], static_cast<S>(to_double(mul(load<A>(rv), load<A>(rv)))));
+    const Chunk<T> pc = load_chunk(p, c, n), qc = load_chunk(q, c, n);
+    Chunk<T> xc = load_chunk(x, c, n), rc = load_chunk(r, c, n);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      xc.v[i] = store<T>(add(mul(a, load<A>(pc.v[i])), mul(one, load<A>(xc.v[i]))), status,
+                         detail::cudab::kOpAxpby);
+      rc.v[i] = store<T>(add(mul(b, load<A>(qc.v[i])), mul(one, load<A>(rc.v[i]))), status,
+                         detail::cudab::kOpAxpby);
+      acc.v[0] = add(acc.v[0], static_cast<S>(to_double(mul(load<A>(rc.v[i]), load<A>(rc.v[i])))));
+    }
+    store_chunk(x, c, n, xc);
+    store_chunk(r, c, n, rc);
   }
   __device__ void finish(const Acc<S>& acc, double*) const {
     CgSlot out{s->rr, s->e, s->pq, s->alpha, 0.0, s->halted, {}};

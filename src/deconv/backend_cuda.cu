@@ -30,7 +30,8 @@ using namespace cudab;
 
 /// Reduction terms (device functors for cudak::reduce_kernel) of single, mixed and double; half
 /// uses cudak::MaxTerm and cudak::HalfProducts (its products scaled to avoid FP16 overflow).
-/// a . b over chunks (backend_cuda_reduce.cuh), each chunk folded in index order.
+/// DotTerm reduces over chunks (backend_cuda_reduce.cuh), each chunk folded in index order, as
+/// the device-side CG step's terms do (backend_cuda_cg.cuh).
 template <class P>
 struct DotTerm {
   const typename P::T* a;

@@ -62,8 +62,7 @@ struct CgDirection {
     Chunk<T> pc = load_chunk(p, c, n);
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      const A v = add(mul(A(1.0f), load<A>(rc.v[i])), mul(beta, load<A>(pc.v[i])));
-      pc.v[i] = store<T>(v, status, detail::cudab::kOpAxpby);
+      pc.v[i] = axpby_value(A(1.0f), rc.v[i], beta, pc.v[i], status, detail::cudab::kOpAxpby);
       if (scaled) acc.v[0] = nan_max(acc.v[0], fabs(to_double(pc.v[i])));
     }
     store_chunk(p, c, n, pc);
@@ -80,8 +79,7 @@ __global__ void cg_scale_kernel(std::int64_t n, const T* p, const CgState* s, T*
   if (s->halted) return;
   const A a = from_double<A>(1.0 / s->e);
   for (std::int64_t k = thread_index(); k < n; k += thread_count())
-    tmp[k] = store<T>(add(mul(a, load<A>(p[k])), mul(A(0.0f), load<A>(tmp[k]))), status,
-                      detail::cudab::kOpAxpby);
+    tmp[k] = axpby_value(a, p[k], A(0.0f), tmp[k], status, detail::cudab::kOpAxpby);
 }
 
 /// pq = e (p . q) as DotTerm sums it; halts, or alpha = rr / pq.
@@ -128,10 +126,8 @@ struct CgUpdate {
     Chunk<T> xc = load_chunk(x, c, n), rc = load_chunk(r, c, n);
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
-      xc.v[i] = store<T>(add(mul(a, load<A>(pc.v[i])), mul(one, load<A>(xc.v[i]))), status,
-                         detail::cudab::kOpAxpby);
-      rc.v[i] = store<T>(add(mul(b, load<A>(qc.v[i])), mul(one, load<A>(rc.v[i]))), status,
-                         detail::cudab::kOpAxpby);
+      xc.v[i] = axpby_value(a, pc.v[i], one, xc.v[i], status, detail::cudab::kOpAxpby);
+      rc.v[i] = axpby_value(b, qc.v[i], one, rc.v[i], status, detail::cudab::kOpAxpby);
       acc.v[0] = add(acc.v[0], static_cast<S>(to_double(mul(load<A>(rc.v[i]), load<A>(rc.v[i])))));
     }
     store_chunk(x, c, n, xc);

@@ -317,12 +317,19 @@ __global__ void residual_kernel(const R* grid, std::int64_t gc, std::int64_t row
   }
 }
 
+/// a x + b y in A, each operation rounded, then stored (the one expression of axpby, which the
+/// device-side CG step's passes reuse so that they round exactly as axpby does).
+template <class T, class A>
+__device__ inline T axpby_value(A a, T x, A b, T y, DeviceStatus* s, unsigned op) {
+  return store<T>(add(mul(a, load<A>(x)), mul(b, load<A>(y))), s, op);
+}
+
 /// y = a x + b y in A.
 template <class T, class A>
 __global__ void axpby_kernel(std::int64_t n, A a, const T* x, A b, T* y, DeviceStatus* s,
                              unsigned op) {
   for (std::int64_t k = thread_index(); k < n; k += thread_count())
-    y[k] = store<T>(add(mul(a, load<A>(x[k])), mul(b, load<A>(y[k]))), s, op);
+    y[k] = axpby_value(a, x[k], b, y[k], s, op);
 }
 
 /// to = scale * src + beta * to in W (FP32, FP64 for double); beta == 0 does not read `to`.

@@ -53,6 +53,10 @@ class Tracer {
  private:
   void pause();
   void resume();
+  /// A trace row is due at `iteration` (first, every k-th, `last`; not yet recorded).
+  [[nodiscard]] bool row_due(std::int64_t iteration, bool last) const;
+  /// Every iteration is evaluated against options.target_distance.
+  [[nodiscard]] bool checks_target() const;
   const DeconvOptions& options_;
   Evaluator* evaluator_;
   std::vector<Backend*> watched_;

@@ -31,19 +31,24 @@ double Tracer::elapsed_ms() const {
              .count();
 }
 
-bool Tracer::due(std::int64_t iteration) const {
-  if (evaluator_ == nullptr) return false;
+bool Tracer::row_due(std::int64_t iteration, bool last) const {
   const std::int64_t every = options_.trace_every;
-  return options_.target_distance > 0 ||
-         (every > 0 && (iteration == 0 || iteration % every == 0) && !recorded(iteration));
+  return evaluator_ != nullptr && every > 0 && (iteration == 0 || last || iteration % every == 0) &&
+         !recorded(iteration);
+}
+
+bool Tracer::checks_target() const {
+  return evaluator_ != nullptr && options_.target_distance > 0;
+}
+
+bool Tracer::due(std::int64_t iteration) const {
+  return row_due(iteration, false) || checks_target();
 }
 
 bool Tracer::record(std::int64_t iteration, const std::string& phase, double criterion_solver,
                     double step, const std::function<Array()>& iterate, bool last) {
-  const std::int64_t every = options_.trace_every;
-  const bool due = evaluator_ != nullptr && every > 0 &&
-                   (iteration == 0 || last || iteration % every == 0) && !recorded(iteration);
-  const bool check = evaluator_ != nullptr && options_.target_distance > 0;
+  const bool due = row_due(iteration, last);
+  const bool check = checks_target();
   if (!due && !check) {
     // The first call starts the clock (the solver's set-up before its first row is not timed).
     if (!running_) resume();

@@ -22,10 +22,6 @@ using namespace gputest;
 constexpr std::int64_t kN = 32;  // 32x32: power-of-two (half's circular grid); zero grid 64 / 48
 constexpr double kLambda = 0.01;
 
-std::string label(Precision p, Boundary b) {
-  return std::string(precision_name(p)) + (b == Boundary::Circular ? " circular" : " zero");
-}
-
 TEST(GpuDeconvBackend, NormalAndRhs_EveryPrecisionAndBoundary_MatchDirectSums) {
   HS_REQUIRE_GPU();
   const test::Problem t = test::make_problem(kN, kN, Boundary::Circular);

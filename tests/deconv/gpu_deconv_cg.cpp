@@ -20,10 +20,6 @@ using detail::CgReport;
 constexpr std::int64_t kN = 32;
 constexpr int kSteps = 6;
 
-std::string label(Precision p, Boundary b) {
-  return std::string(precision_name(p)) + (b == Boundary::Circular ? " circular" : " zero");
-}
-
 /// The vectors of one CG run on a backend, x = 0 and r = p = `r0`.
 struct CgVectors {
   Backend& b;

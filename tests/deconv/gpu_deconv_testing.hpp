@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "deconv/backend.hpp"
 #include "deconv_testing.hpp"
@@ -93,6 +94,11 @@ inline double filter_bound(Precision p, std::int64_t grid_points, int pairs) {
   const double u = compute_unit_roundoff(p);
   const double log2n = std::log2(static_cast<double>(grid_points));
   return pairs * u * (14 * log2n + 6) + 2 * storage_unit_roundoff(p);
+}
+
+/// "mixed circular", "half zero": a test's SCOPED_TRACE label.
+inline std::string label(Precision p, Boundary b) {
+  return std::string(precision_name(p)) + (b == Boundary::Circular ? " circular" : " zero");
 }
 
 /// The precisions a backend implements.

@@ -26,13 +26,12 @@ namespace {
 
 using tensor::Operand;
 
-/// The tiling Auto runs, measured on an H200 (docs/mfilter-tensor.md, v4, all four tilings pass
-/// the same tests): per-channel mixed / bf16 WidePairs (4 % / 1 % ahead of DeepPairs: 16
-/// n-blocks per A fragment), split and network DeepPairs (split per-channel 1-6 % ahead, network
-/// split 8-35 %, network mixed equal to Deep).
-TensorTiling default_tiling(Precision precision, bool network) {
-  return precision != Precision::Split && !network ? TensorTiling::WidePairs
-                                                   : TensorTiling::DeepPairs;
+/// The tiling Auto runs (docs/mfilter-tensor.md, v5, all four tilings pass the same tests):
+/// mixed / bf16 WidePairs (16 n-blocks per A fragment; per channel 2-4 % ahead of DeepPairs,
+/// network 16 % since its stack moved to shared memory), split DeepPairs (per channel 6 %,
+/// network 3 % ahead of WidePairs).
+TensorTiling default_tiling(Precision precision) {
+  return precision != Precision::Split ? TensorTiling::WidePairs : TensorTiling::DeepPairs;
 }
 
 template <Operand O, class Tl, bool kNetwork>
@@ -96,9 +95,15 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   // 4 so the areas after them stay 16-byte aligned.
   a.pair_count = (2 * a.words - 9 + 3) / 4 * 4;
   if (tiling == TensorTiling::Auto)
-    tiling =
-        default_tiling(O == Operand::Split ? Precision::Split : Precision::Mixed, d.network_sum);
+    tiling = default_tiling(O == Operand::Split ? Precision::Split : Precision::Mixed);
   a.pairs = tiling == TensorTiling::WidePairs || tiling == TensorTiling::DeepPairs;
+  a.network = d.network_sum;
+  // Direct epilogues (stores from the accumulators, or the network stack added to from them) need
+  // step 1 (one output per window start); the variable exists so the benchmark can measure the
+  // staged path on the same build.
+  const char* direct_env = std::getenv("HALFSCOPE_MF_TENSOR_DIRECT");
+  a.direct = d.step == 1 && !(direct_env != nullptr && std::string(direct_env) == "0");
+  a.segs = (d.samples + tensor::kSegment - 1) / tensor::kSegment;
   // Template fragments go through shared memory (prefetched per step) while two blocks still
   // fit on an SM; longer templates read them through L1.
   a.frags_in_shared = tensor::SharedLayout(a, parts, full).total <= tensor::kMaxSharedBytes / 2;
@@ -128,6 +133,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   const std::int64_t row_factor_at = carve(d.channels * t_pad * 4);
   const std::int64_t row_sum_at = carve(d.channels * t_pad * 4);
   const std::int64_t frags_at = carve(d.channels * t_pad * a.chunks * 16 * parts * 2);
+  const std::int64_t seg_max_at = carve(d.channels * a.segs * 4);
   cuda::StreamScratch scratch(scratch_bytes, stream);
   const auto at = [&](std::int64_t offset) { return scratch.as<unsigned char>() + offset; };
   int* bad = reinterpret_cast<int*>(at(counters_at));
@@ -137,6 +143,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   float* row_factor = reinterpret_cast<float*>(at(row_factor_at));
   float* row_sum = reinterpret_cast<float*>(at(row_sum_at));
   auto* frags = reinterpret_cast<std::uint16_t*>(at(frags_at));
+  auto* seg_max = reinterpret_cast<unsigned*>(at(seg_max_at));
   HS_CUDA_CHECK(cudaMemsetAsync(bad, 0, 16, stream));
   if (p.tile_spread_floor > 0) {  // a group of a call over several devices: the call's spread
     const auto floor = static_cast<unsigned long long>(p.tile_spread_floor);
@@ -162,6 +169,10 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
           row_sum, bad);
   HS_CHECK_LAUNCH();
   tensor::
+      segment_max_kernel<<<cuda::grid_blocks(d.channels * a.segs * 32, 256, 8), 256, 0, stream>>>(
+          p.data, d.channels, d.samples, a.segs, tensor::kSegment, seg_max, bad);
+  HS_CHECK_LAUNCH();
+  tensor::
       moveout_spread_kernel<<<cuda::grid_blocks(a.groups * d.channels, 128, 4), 128, 0, stream>>>(
           p.moveouts, d.templates, d.channels, a.groups, spread);
   HS_CHECK_LAUNCH();
@@ -177,10 +188,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   a.out = p.out;
   a.bad = bad;
   a.spread = spread;
-  // Direct epilogue stores need step 1 (one output per window start); the variable exists so
-  // the benchmark can measure the staged path on the same build.
-  const char* direct_env = std::getenv("HALFSCOPE_MF_TENSOR_DIRECT");
-  a.direct = d.step == 1 && !(direct_env != nullptr && std::string(direct_env) == "0");
+  a.seg_max = seg_max;
   mark(2);
   switch (tiling) {
     case TensorTiling::Wide:
@@ -203,8 +211,9 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (*mailbox != 0)
     throw NumericalError("matched filtering (tensor): " + std::to_string(*mailbox) +
-                         " operands (thread tiles) were not finite after power-of-two scaling to "
-                         "FP16/BF16: the input holds inf or NaN (validation rejects these)");
+                         " template channels or data segments hold inf or NaN, or operands that "
+                         "are not finite in FP16/BF16 after power-of-two scaling (validation "
+                         "rejects non-finite input)");
   if (times != nullptr) {
     HS_CUDA_CHECK(cudaEventElapsedTime(&times->window_stats_ms, marks[0]->get(), marks[1]->get()));
     HS_CUDA_CHECK(cudaEventElapsedTime(&times->prepare_ms, marks[1]->get(), marks[2]->get()));

@@ -204,6 +204,35 @@ TEST_P(TensorPrecision, NetworkShortMoveoutsWeights) {
   check_shape(GetParam(), {21, 3, 64, 1400, 1, MfNormalize::Short, true, true}, 13);
 }
 
+/// Network, step 1: the stack added to from the accumulators (direct epilogue) equals the stack
+/// added to from the staged CC tile (HALFSCOPE_MF_TENSOR_DIRECT=0) bit for bit (same CC values,
+/// same fma, same channel order), and both meet the bound; T = 21 leaves padding rows and the
+/// moveouts push windows off both ends of the data.
+TEST_P(TensorPrecision, NetworkDirectMatchesStaged) {
+  HS_REQUIRE_GPU();
+  Case c = mftest::random_case(21, 3, 64, 1400, 18, 50.0);
+  mftest::randomize_network(c, -37, 95, 19);
+  c = mftest::rounded_to_float(c);
+  const double channel = mftest::cc_error_bound(GetParam(), c.K, mftest::underflow_ratio(c));
+  const double bound = mftest::stack_error_bound(c, channel);
+  for (MfNormalize normalize : {MfNormalize::Short, MfNormalize::Full}) {
+    const auto want = mftest::reference_cc(c, normalize, 1, true);
+    for (TensorTiling tiling : kTilings) {
+      SCOPED_TRACE(std::string(tiling_name(tiling)) +
+                   (normalize == MfNormalize::Full ? " full" : " short"));
+      std::vector<float> got[2];
+      for (bool direct : {true, false}) {
+        const DirectStores env(direct);
+        got[direct] = run_tensor(c, GetParam(), normalize, 1, true, tiling);
+        EXPECT_LE(max_error(got[direct], want), bound) << "direct=" << direct;
+      }
+      ASSERT_EQ(got[0].size(), got[1].size());
+      for (std::size_t i = 0; i < got[0].size(); ++i)
+        ASSERT_EQ(got[1][i], got[0][i]) << "stack element " << i;
+    }
+  }
+}
+
 TEST_P(TensorPrecision, NetworkFullStep3) {
   HS_REQUIRE_GPU();
   check_shape(GetParam(), {33, 3, 77, 2100, 3, MfNormalize::Full, true, true}, 14);
@@ -290,14 +319,19 @@ TEST(TensorSplit, StudyShapeMeetsIssueTarget) {
         << tiling_name(tiling);
 }
 
-/// Operands that cannot be made finite (inf in the data, which dispatch would reject) are a
-/// NumericalError, never a silent inf or NaN.
+/// Non-finite data (inf or NaN, which dispatch would reject) are a NumericalError, never a silent
+/// inf or NaN, per channel and in network mode.
 TEST_P(TensorPrecision, NonFiniteOperandIsNumericalError) {
   HS_REQUIRE_GPU();
-  Case c = mftest::random_case(2, 1, 32, 700, 41, 1.0);
-  c.data[500] = INFINITY;
-  for (TensorTiling tiling : kTilings)
-    EXPECT_THROW(run_tensor(c, GetParam(), MfNormalize::Short, 1, false, tiling), NumericalError);
+  for (const double bad : {double{INFINITY}, double{NAN}})
+    for (bool network : {false, true}) {
+      Case c = mftest::random_case(2, 2, 32, 700, 41, 1.0);
+      c.data[700 + 500] = bad;
+      for (TensorTiling tiling : kTilings)
+        EXPECT_THROW(run_tensor(c, GetParam(), MfNormalize::Short, 1, network, tiling),
+                     NumericalError)
+            << bad << " network=" << network << " " << tiling_name(tiling);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tensor, TensorPrecision,
@@ -364,7 +398,6 @@ void bench_case(const char* name, const Case& c, bool network, const std::vector
   for (Precision prec : ps)
     for (TensorTiling tiling : kTilings)
       for (bool direct : {true, false}) {
-        if (!direct && network) continue;  // the direct epilogue is per-channel only
         const DirectStores env(direct);
         const double ms = median_ms([&] { tensor_cuda_timed(p, prec, nullptr, tiling); }, 10);
         std::vector<double> kernel;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mfilter/kernels/tensor_operand.cuh"
 #include "mfilter/kernels/tensor_pairs.cuh"
@@ -102,56 +103,65 @@ __device__ __forceinline__ void store_pair(float* p, float2 v, int col, int lim,
   }
 }
 
-/// Converts the raw tile of a step into the even / odd FP16 (BF16) pair copies, scaled by a
-/// power of two from the tile's maximum; returns the shift. Every warp finds the maximum itself
-/// (a few more shared loads instead of a barrier); one barrier at the end.
+/// A tile offset clamped to +-2^30: every out-of-tile entry stays out of range in 32 bits.
+__device__ __forceinline__ int clamp_offset(std::int64_t off) {
+  return static_cast<int>(off < -(1ll << 30) ? -(1ll << 30)
+                                             : (off > (1ll << 30) ? (1ll << 30) : off));
+}
+
+/// Network, direct epilogue: adds w * v.x and w * v.y to the stack row at outputs at and at + 1
+/// (those in [0, lim)).
+__device__ __forceinline__ void add_to_stack(float* row, int at, int lim, float w, float2 v) {
+  if (static_cast<unsigned>(at) < static_cast<unsigned>(lim)) row[at] = __fmaf_rn(w, v.x, row[at]);
+  if (static_cast<unsigned>(at + 1) < static_cast<unsigned>(lim))
+    row[at + 1] = __fmaf_rn(w, v.y, row[at + 1]);
+}
+
+/// Converts the raw tile of a step into the even / odd FP16 (BF16) pair copies, scaled by
+/// 2^shift (the step's tile_shift); one barrier at the end. The raw tile is zero past the data.
 template <Operand O, class Tl>
-__device__ int stage_tile(const KernelArgs& a, const float* raw, std::uint32_t* words) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+__device__ void stage_tile(const KernelArgs& a, const float* raw, std::uint32_t* words, int shift) {
+  const int tid = static_cast<int>(threadIdx.x);
   const int nsamp = static_cast<int>(2 * a.words), nwords = static_cast<int>(a.words);
-  float m = 0.0f;
-  for (int j = lane; j < nsamp; j += 32) m = fmaxf(m, fabsf(raw[j]));
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const int shift = operand_shift<O>(m);
-  const float factor = pow2_or_zero(shift);
-  bool broken = false;
   const int stride = static_cast<int>(a.copy_stride);
-  for (int j = tid; j < nwords; j += Tl::kThreads) {
-    float v[3];
-#pragma unroll
-    for (int e = 0; e < 3; ++e)
-      v[e] = 2 * j + e < nsamp ? times_pow2(raw[2 * j + e], factor, shift) : 0.0f;
-    std::uint16_t h[3];
-#pragma unroll
-    for (int e = 0; e < 3; ++e) {
-      h[e] = round_hi<O>(v[e]);
-      broken |= not_finite<O>(h[e]);
+  const Pow2Scale scale(shift);
+  const auto convert = [&](auto two) {
+    constexpr bool kTwo = decltype(two)::value;
+    for (int j = tid; j < nwords; j += Tl::kThreads) {
+      const float v0 = scale.apply<kTwo>(raw[2 * j]), v1 = scale.apply<kTwo>(raw[2 * j + 1]);
+      const float v2 = 2 * j + 2 < nsamp ? scale.apply<kTwo>(raw[2 * j + 2]) : 0.0f;
+      const std::uint32_t even = pack_hi<O>(v0, v1), odd = pack_hi<O>(v1, v2);
+      words[j] = even;
+      words[stride + j] = odd;
+      if constexpr (O == Operand::Split) {
+        words[2 * stride + j] = pack_lo(v0, v1, even);
+        words[3 * stride + j] = pack_lo(v1, v2, odd);
+      }
     }
-    words[j] = h[0] | (std::uint32_t{h[1]} << 16);
-    words[stride + j] = h[1] | (std::uint32_t{h[2]} << 16);
-    if constexpr (O == Operand::Split) {
-      std::uint16_t l[3];
-#pragma unroll
-      for (int e = 0; e < 3; ++e) l[e] = round_lo(v[e], h[e]);
-      words[2 * stride + j] = l[0] | (std::uint32_t{l[1]} << 16);
-      words[3 * stride + j] = l[1] | (std::uint32_t{l[2]} << 16);
-    }
-  }
-  if (broken) atomicAdd(a.bad, 1);
+  };
+  if (scale.f2 == 1.0f)
+    convert(std::false_type{});
+  else
+    convert(std::true_type{});
   __syncthreads();
-  return shift;
 }
 
 /// The correlation kernel: persistent blocks of Tl::kThreads walking the step sequence of
-/// find_next; writes per-channel CC (T, C, n_corr) or the stack (T, n_corr) to `a.out`.
+/// find_next; writes per-channel CC (T, C, n_corr) or the stack (T, n_corr) to `a.out`. Network
+/// mode keeps the block tile's stack in shared memory: with direct epilogues (step 1) each thread
+/// adds w * CC from its accumulators at the output its window start serves, so no CC tile, no
+/// barrier and no output pass; the staged epilogue adds from the CC tile.
 template <Operand O, class Tl, bool kNetwork, bool kFull>
-__global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Operand::Split))
+__global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(O == Operand::Split))
     tensor_mf_kernel(KernelArgs a) {
   constexpr int parts = kParts<O>;
   extern __shared__ uint4 smem_raw[];
   auto* smem = reinterpret_cast<unsigned char*>(smem_raw);
   const SharedLayout lay(a, parts, a.mean != nullptr);
   float* stage = reinterpret_cast<float*>(smem + lay.stage);
+  [[maybe_unused]] float* stack = reinterpret_cast<float*>(smem + lay.stack);
+  float* colf = reinterpret_cast<float*>(smem + lay.colf);
+  float* colm = reinterpret_cast<float*>(smem + lay.colm);
   auto* words = reinterpret_cast<std::uint32_t*>(smem + lay.words);
   __shared__ Slot slots[3];  // steps k, k + 1 (prefetching), k + 2 (being resolved)
 
@@ -159,41 +169,36 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
   const int g = lane / 4, q = lane % 4;
   const std::int64_t ni = tile_outputs(a);
   const std::int64_t total = a.groups * ((a.n_corr + ni - 1) / ni);
-  const std::int64_t nsamp = 2 * a.words;
 
-  if (warp == 0) find_next<kNetwork>(a, ni, total, nullptr, slots[0]);
+  if (warp == 0) find_next<O, kNetwork>(a, ni, total, nullptr, slots[0]);
   __syncthreads();
   if (warp == 0) {
     if (slots[0].valid)
-      find_next<kNetwork>(a, ni, total, &slots[0], slots[1]);
+      find_next<O, kNetwork>(a, ni, total, &slots[0], slots[1]);
     else if (lane == 0)
       slots[1].valid = 0;
   }
   if (slots[0].valid && slots[0].compute)
-    prefetch<parts, Tl::kThreads>(a, slots[0], 0, smem, lay, slots[0].bid % a.groups);
-  __syncthreads();  // slot 1 resolved
+    prefetch<parts, Tl::kThreads>(a, slots[0], 0, smem, lay, slots[0].group);
+  if constexpr (kNetwork) {
+    for (int j = tid; j < kTemplatesPerTile * kStageStride; j += Tl::kThreads) stack[j] = 0.0f;
+  }
+  __syncthreads();  // slot 1 resolved, the stack cleared
 
-  [[maybe_unused]] float stack[Tl::kOutPerThread];
-  [[maybe_unused]] std::int64_t stack_bid = -1;
-  // Writes the network stack of block tile `bid` and clears it.
-  [[maybe_unused]] const auto flush = [&](std::int64_t bid) {
-    const std::int64_t t0 = (bid % a.groups) * kTemplatesPerTile, i0 = (bid / a.groups) * ni;
-    const int rows = static_cast<int>(a.T - t0 < kTemplatesPerTile ? a.T - t0 : kTemplatesPerTile);
-    const int cols = static_cast<int>(a.n_corr - i0 < ni ? a.n_corr - i0 : ni);
-#pragma unroll
-    for (int row = 0; row < kTemplatesPerTile; ++row)
-#pragma unroll
-      for (int k = 0; k < Tl::kColsPerThread; ++k) {
-        const int col = tid + Tl::kThreads * k;
-        if (row < rows && col < cols)
-          __stcs(a.out + (t0 + row) * a.n_corr + i0 + col, stack[row * Tl::kColsPerThread + k]);
-        stack[row * Tl::kColsPerThread + k] = 0.0f;
+  [[maybe_unused]] std::int64_t stack_bid = -1, stack_t0 = 0, stack_i0 = 0;
+  // Writes the network stack of block tile (stack_t0, stack_i0) and clears what it wrote (the
+  // only entries any step adds to).
+  [[maybe_unused]] const auto flush = [&] {
+    const int rows =
+        static_cast<int>(a.T - stack_t0 < kTemplatesPerTile ? a.T - stack_t0 : kTemplatesPerTile);
+    const int cols = static_cast<int>(a.n_corr - stack_i0 < ni ? a.n_corr - stack_i0 : ni);
+    for (int row = 0; row < rows; ++row)
+      for (int col = tid; col < cols; col += Tl::kThreads) {
+        float* at = stack + row * kStageStride + col;
+        __stcs(a.out + (stack_t0 + row) * a.n_corr + stack_i0 + col, *at);
+        *at = 0.0f;
       }
   };
-  if constexpr (kNetwork) {
-#pragma unroll
-    for (int r = 0; r < Tl::kOutPerThread; ++r) stack[r] = 0.0f;
-  }
 
   for (int k = 0; slots[k % 3].valid; ++k) {
     const int b = k & 1;  // data buffer of step k; step k + 1 prefetches into b ^ 1
@@ -202,23 +207,23 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
     // Warp 0 resolves step k + 2 while the others run the output pass of step k.
     const auto resolve = [&] {
       if (next.valid)
-        find_next<kNetwork>(a, ni, total, &next, slots[(k + 2) % 3]);
+        find_next<O, kNetwork>(a, ni, total, &next, slots[(k + 2) % 3]);
       else if (lane == 0)
         slots[(k + 2) % 3].valid = 0;
     };
     cp_async_wait_all();
     __syncthreads();  // step k's inputs landed
     if (next.valid && next.compute)
-      prefetch<parts, Tl::kThreads>(a, next, b ^ 1, smem, lay, next.bid % a.groups);
+      prefetch<parts, Tl::kThreads>(a, next, b ^ 1, smem, lay, next.group);
 
-    const std::int64_t group = s.bid % a.groups, t0 = group * kTemplatesPerTile;
-    const std::int64_t i0 = (s.bid / a.groups) * ni, c = s.c, u0 = s.u0;
+    const std::int64_t group = s.group, t0 = group * kTemplatesPerTile;
+    const std::int64_t i0 = s.i0, c = s.c, u0 = s.u0;
     const int rows = static_cast<int>(a.T - t0 < kTemplatesPerTile ? a.T - t0 : kTemplatesPerTile);
     const int cols = static_cast<int>(a.n_corr - i0 < ni ? a.n_corr - i0 : ni);
     if constexpr (kNetwork) {
       if (s.bid != stack_bid) {
-        if (stack_bid >= 0) flush(stack_bid);
-        stack_bid = s.bid;
+        if (stack_bid >= 0) flush();
+        stack_bid = s.bid, stack_t0 = t0, stack_i0 = i0;
       }
     } else if (s.first && s.edge) {
       // Windows outside the data give 0; the tiles write every other output once.
@@ -234,12 +239,13 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
       }
     }
     if (s.compute) {
-      const float* raw = reinterpret_cast<const float*>(smem + lay.raw) + b * nsamp;
-      int shift = 0;
-      if constexpr (Tl::kPairs)
-        shift = stage_pairs<O, Tl>(a, raw, words);
+      const StepSpans sp(a, s, b, smem, lay);
+      const int shift = s.shift;
+      column_factors<Tl::kThreads>(sp, shift, colf, colm);
+      if constexpr (Tl::kPairs)  // ends with the barrier after which colf / colm are read
+        stage_pairs<O, Tl>(a, sp.raw, words, shift);
       else
-        shift = stage_tile<O, Tl>(a, raw, words);
+        stage_tile<O, Tl>(a, sp.raw, words, shift);
       const uint4* af =
           a.frags_in_shared
               ? reinterpret_cast<const uint4*>(smem + lay.frags) + b * a.chunks * parts * 32 + lane
@@ -252,21 +258,28 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
 
       // Epilogue: CC = acc * row_factor * col_factor - (mean_S / |S|) * row_sum, clamped.
       const float rf0 = s.rf[g], rf1 = s.rf[g + 8], rs0 = s.rs[g], rs1 = s.rs[g + 8];
-      const float* inv = reinterpret_cast<const float*>(smem + lay.inv) + b * kTileLags;
-      const float* mean = reinterpret_cast<const float*>(smem + lay.mean) + b * kTileLags;
       constexpr bool full = kFull;  // short normalization: no mean loads or mean terms
-      const float unscale = pow2_or_zero(-shift);
       const int in_data = static_cast<int>(a.windows - u0 < kTileLags ? a.windows - u0 : kTileLags);
       // Direct stores (per-channel, step 1, one moveout mv for the group): tile column col is
       // window u0 + col, i.e. output i0 + base + col with base = u0 - mv - i0 in [0, cols)
       // (find_next starts u0 at max(i0 + mv, 0) and stops before u_hi <= i_last + mv). Each
       // store instruction of a warp fills one 32-byte sector in each of 8 rows.
-      const bool direct = !kNetwork && a.direct && s.uniform;
+      // Network with direct epilogues (step 1): tile column col is window u0 + col, the window of
+      // output col + base = u0 + col - mv - i0 for a template of moveout mv (kept when that lies
+      // in [0, cols) and the window inside the data, i.e. col + base < in_data + base: one
+      // unsigned comparison with slim); the row offsets clamp like the staged ones.
+      const bool direct = a.direct && (kNetwork || s.uniform);
       float* drow0 = nullptr;
       float* drow1 = nullptr;
       int lim = 0;
       bool pair0 = false, pair1 = false;
-      if (direct) {
+      [[maybe_unused]] int base0 = 0, base1 = 0, slim0 = 0, slim1 = 0;
+      if constexpr (kNetwork) {
+        base0 = clamp_offset(u0 - s.mv[g] - i0), base1 = clamp_offset(u0 - s.mv[g + 8] - i0);
+        slim0 = g < rows ? max(0, min(cols, in_data + base0)) : 0;
+        slim1 = g + 8 < rows ? max(0, min(cols, in_data + base1)) : 0;
+      }
+      if (!kNetwork && direct) {
         const std::int64_t base = u0 - s.mv[0] - i0;
         lim = static_cast<int>(cols - base) < in_data ? static_cast<int>(cols - base) : in_data;
         drow0 = a.out + ((t0 + g) * a.C + c) * a.n_corr + i0 + base;
@@ -275,21 +288,20 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
         pair1 = reinterpret_cast<std::uintptr_t>(drow1) % 8 == 0;
         if (g >= rows) lim = 0;  // padding templates: nothing to write in either row
       }
-      const int lim1 = direct && g + 8 < rows ? lim : 0;
+      const int lim1 = !kNetwork && direct && g + 8 < rows ? lim : 0;
 #pragma unroll
       for (int n = 0; n < Tl::kWarpNBlocks; ++n) {
         const int col = warp * Tl::kWarpLags + 8 * n + 2 * q;
-        const float2 iv = *reinterpret_cast<const float2*>(inv + col);
-        const float cf0 = times_pow2(iv.x, unscale, -shift),
-                    cf1 = times_pow2(iv.y, unscale, -shift);
+        const float2 cf = *reinterpret_cast<const float2*>(colf + col);
+        const float cf0 = cf.x, cf1 = cf.y;
         float2 top, bottom;
         top.x = acc[n][0] * rf0 * cf0;
         top.y = acc[n][1] * rf0 * cf1;
         bottom.x = acc[n][2] * rf1 * cf0;
         bottom.y = acc[n][3] * rf1 * cf1;
         if constexpr (full) {
-          const float2 mv = *reinterpret_cast<const float2*>(mean + col);
-          const float cm0 = mv.x * iv.x, cm1 = mv.y * iv.y;
+          const float2 cm = *reinterpret_cast<const float2*>(colm + col);
+          const float cm0 = cm.x, cm1 = cm.y;
           top.x -= cm0 * rs0, top.y -= cm1 * rs0;
           bottom.x -= cm0 * rs1, bottom.y -= cm1 * rs1;
         }
@@ -297,8 +309,13 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
         bottom.x = fminf(1.0f, fmaxf(-1.0f, bottom.x));
         bottom.y = fminf(1.0f, fmaxf(-1.0f, bottom.y));
         if (direct) {
-          store_pair(drow0 + col, top, col, lim, pair0);
-          store_pair(drow1 + col, bottom, col, lim1, pair1);
+          if constexpr (kNetwork) {
+            add_to_stack(stack + g * kStageStride, col + base0, slim0, s.w[g], top);
+            add_to_stack(stack + (g + 8) * kStageStride, col + base1, slim1, s.w[g + 8], bottom);
+          } else {
+            store_pair(drow0 + col, top, col, lim, pair0);
+            store_pair(drow1 + col, bottom, col, lim1, pair1);
+          }
         } else {
           *reinterpret_cast<float2*>(stage + g * kStageStride + col) = top;
           *reinterpret_cast<float2*>(stage + (g + 8) * kStageStride + col) = bottom;
@@ -318,10 +335,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
 #pragma unroll
         for (int row = 0; row < kTemplatesPerTile; ++row) {
           if (row < rows) {
-            std::int64_t off64 = i0 * a.step + s.mv[row] - u0;
-            off64 =
-                off64 < -(1ll << 30) ? -(1ll << 30) : (off64 > (1ll << 30) ? (1ll << 30) : off64);
-            const int off = static_cast<int>(off64);
+            const int off = clamp_offset(i0 * a.step + s.mv[row] - u0);
             [[maybe_unused]] float* dst = a.out + ((t0 + row) * a.C + c) * a.n_corr + i0;
 #pragma unroll
             for (int kk = 0; kk < Tl::kColsPerThread; ++kk) {
@@ -330,7 +344,8 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
               if (col < cols && at >= 0 && at < in_data) {
                 const float v = stage[row * kStageStride + at];
                 if constexpr (kNetwork) {
-                  stack[row * Tl::kColsPerThread + kk] += s.w[row] * v;
+                  float* sum = stack + row * kStageStride + col;
+                  *sum = __fmaf_rn(s.w[row], v, *sum);
                 } else {
                   __stcs(dst + col, v);
                 }
@@ -344,7 +359,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(kNetwork, O == Op
     __syncthreads();  // the stage, the copies, buffer b and slot k are reused later
   }
   if constexpr (kNetwork) {
-    if (stack_bid >= 0) flush(stack_bid);
+    if (stack_bid >= 0) flush();
   }
 }
 

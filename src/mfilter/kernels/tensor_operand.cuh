@@ -48,11 +48,43 @@ __device__ inline float times_pow2(float x, float factor, int e) {
   return factor != 0.0f ? x * factor : scalbnf(x, e);
 }
 
-/// lo part of split: the FP32 remainder v - hi (exact: hi is within half an FP16 ulp of v),
-/// rounded to FP16.
-__device__ inline std::uint16_t round_lo(float v, std::uint16_t hi) {
-  return __half_as_ushort(__float2half_rn(v - __half2float(__ushort_as_half(hi))));
+/// The 16-bit operands (RNE) of two already scaled values in one 32-bit word, `first` in the
+/// low half: one conversion instruction for both (F2FP).
+template <Operand O>
+__device__ __forceinline__ std::uint32_t pack_hi(float first, float second) {
+  if constexpr (O == Operand::BF16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(first, second);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(first, second);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  }
 }
+
+/// split's lo parts of the same two values, given their hi word: the FP32 remainder v - hi (exact:
+/// hi is within half an FP16 ulp of v) rounded to FP16, for both at once.
+__device__ __forceinline__ std::uint32_t pack_lo(float first, float second, std::uint32_t hi) {
+  const float2 back = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+  const __half2 l = __floats2half2_rn(first - back.x, second - back.y);
+  return *reinterpret_cast<const std::uint32_t*>(&l);
+}
+
+/// x * 2^shift, exactly as scalbnf: one FP32 product, or two where 2^shift is not a normal float
+/// (shift > 127: data below 2^-112; scaling up is exact as long as the result does not overflow,
+/// and scaled operands stay below 2^15).
+struct Pow2Scale {
+  float f1 = 1.0f, f2 = 1.0f;
+  __device__ explicit Pow2Scale(int shift) {
+    const int s1 = shift > 127 ? 127 : shift;
+    f1 = pow2_or_zero(s1);
+    f2 = pow2_or_zero(shift - s1);
+  }
+  /// kTwo: the two-product path (f2 != 1); chosen once per tile, outside the loops.
+  template <bool kTwo>
+  __device__ __forceinline__ float apply(float x) const {
+    return kTwo ? x * f1 * f2 : x * f1;
+  }
+};
 
 /// True when a 16-bit operand is inf or NaN (FP16: exponent 0x1f; BF16: exponent 0xff).
 template <Operand O>
@@ -157,6 +189,29 @@ __global__ void prepare_templates_kernel(const float* templates, std::int64_t T,
       const double inv = flat ? 0.0 : 1.0 / sqrt(energy);
       row_factor[c * t_pad + t] = static_cast<float>(ldexp(inv, -shift));
       row_sum[c * t_pad + t] = full ? static_cast<float>(op_sum * inv) : 0.0f;
+    }
+  }
+}
+
+/// Bits of max |S| over each segment of `segment` samples of each channel (seg_max[c * segs + j]):
+/// for non-negative floats the bit patterns order as the values, and inf / NaN lie above every
+/// finite value, so an integer maximum keeps them and one comparison counts the segments that
+/// hold any (into `bad`). One warp per segment, 8 samples per lane per pass.
+__global__ void segment_max_kernel(const float* data, std::int64_t C, std::int64_t L,
+                                   std::int64_t segs, int segment, unsigned* seg_max, int* bad) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       w < C * segs; w += warps) {
+    const std::int64_t c = w / segs, j0 = (w % segs) * segment;
+    const std::int64_t n = L - j0 < segment ? L - j0 : segment;
+    const float* x = data + c * L + j0;
+    unsigned m = 0;
+    for (std::int64_t k = lane; k < n; k += 32) m = max(m, __float_as_uint(x[k]) & 0x7fffffffu);
+    m = __reduce_max_sync(0xffffffffu, m);
+    if (lane == 0) {
+      seg_max[w] = m;
+      if (m >= 0x7f800000u) atomicAdd(bad, 1);
     }
   }
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mfilter/kernels/tensor_operand.cuh"
 #include "mfilter/kernels/tensor_step.cuh"
@@ -81,37 +82,39 @@ __device__ __forceinline__ void warp_gemm_pairs(const KernelArgs& a, const std::
   }
 }
 
-/// Converts the raw tile into pairs P[x] (warp_gemm_pairs) scaled by 2^shift; returns the shift.
-/// Same maximum, rounding and non-finite check as stage_tile.
+/// Converts the raw tile into pairs P[x] (warp_gemm_pairs) scaled by 2^shift (the step's
+/// tile_shift); one barrier at the end. Samples past the staged tile read as zero.
 template <Operand O, class Tl>
-__device__ int stage_pairs(const KernelArgs& a, const float* raw, std::uint32_t* words) {
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+__device__ void stage_pairs(const KernelArgs& a, const float* raw, std::uint32_t* words,
+                            int shift) {
+  const int tid = static_cast<int>(threadIdx.x);
   const int nsamp = static_cast<int>(2 * a.words), count = static_cast<int>(a.pair_count);
-  float m = 0.0f;
-  for (int j = lane; j < nsamp; j += 32) m = fmaxf(m, fabsf(raw[j]));
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const int shift = operand_shift<O>(m);
-  const float factor = pow2_or_zero(shift);
-  bool broken = false;
+  const Pow2Scale scale(shift);
   auto* ph = reinterpret_cast<uint2*>(words);
-  for (int x = tid; x < count; x += Tl::kThreads) {
-    constexpr int kAt[4] = {0, 1, 8, 9};
-    std::uint16_t h[4], l[4] = {0, 0, 0, 0};
+  const auto convert = [&](auto two) {
+    constexpr bool kTwo = decltype(two)::value;
+    for (int x = tid; x < count; x += Tl::kThreads) {
+      float v[4];
+      if (x + 9 < nsamp) {
+        v[0] = raw[x], v[1] = raw[x + 1], v[2] = raw[x + 8], v[3] = raw[x + 9];
+      } else {  // the last pairs of the tile
+        constexpr int kAt[4] = {0, 1, 8, 9};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float v = x + kAt[e] < nsamp ? times_pow2(raw[x + kAt[e]], factor, shift) : 0.0f;
-      h[e] = round_hi<O>(v);
-      broken |= not_finite<O>(h[e]);
-      if constexpr (O == Operand::Split) l[e] = round_lo(v, h[e]);
+        for (int e = 0; e < 4; ++e) v[e] = x + kAt[e] < nsamp ? raw[x + kAt[e]] : 0.0f;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = scale.apply<kTwo>(v[e]);
+      const std::uint32_t h0 = pack_hi<O>(v[0], v[1]), h1 = pack_hi<O>(v[2], v[3]);
+      ph[x] = make_uint2(h0, h1);
+      if constexpr (O == Operand::Split)
+        ph[count + x] = make_uint2(pack_lo(v[0], v[1], h0), pack_lo(v[2], v[3], h1));
     }
-    ph[x] = make_uint2(h[0] | (std::uint32_t{h[1]} << 16), h[2] | (std::uint32_t{h[3]} << 16));
-    if constexpr (O == Operand::Split)
-      ph[count + x] =
-          make_uint2(l[0] | (std::uint32_t{l[1]} << 16), l[2] | (std::uint32_t{l[3]} << 16));
-  }
-  if (broken) atomicAdd(a.bad, 1);
+  };
+  if (scale.f2 == 1.0f)
+    convert(std::false_type{});
+  else
+    convert(std::true_type{});
   __syncthreads();
-  return shift;
 }
 
 }  // namespace halfscope::mfilter::tensor

@@ -40,16 +40,13 @@ struct Tiling {
   /// makes every ring index a compile-time constant.
   static constexpr int kRing = NBlocks + 2;
   static constexpr int kChunkUnroll = kRing / 2;
-  /// Output columns per thread and row, and outputs per thread, in the epilogue pass.
+  /// Output columns per thread and row in the staged epilogue's output pass.
   static constexpr int kColsPerThread = kTileLags / kThreads;
-  static constexpr int kOutPerThread = kTemplatesPerTile * kColsPerThread;
-  /// Blocks per SM the register allocation must allow (__launch_bounds__): Wide per-channel
-  /// mixed / bf16 fits 3 (<= 170 registers; -Xptxas -v: 174-176 unbounded, no spills at 170;
-  /// split's 83 KB of shared memory allows only 2 anyway); Wide network keeps its 64 stack
-  /// registers at 2 (<= 255); Deep runs 2 x 8 warps (<= 128 registers).
-  static constexpr int min_blocks(bool network, bool split) {
-    return Warps == 4 && !network && !split ? 3 : 2;
-  }
+  /// Blocks per SM the register allocation must allow (__launch_bounds__): Wide mixed / bf16
+  /// fits 3 (<= 170 registers; -Xptxas -v: 174-176 unbounded, no spills at 170; split's 83 KB of
+  /// shared memory allows only 2 anyway; the network stack lives in shared memory); Deep runs
+  /// 2 x 8 warps (<= 128 registers).
+  static constexpr int min_blocks(bool split) { return Warps == 4 && !split ? 3 : 2; }
   static_assert(Warps * NBlocks * 8 == kTileLags, "the warps cover the tile exactly");
   static_assert(kRing % 2 == 0, "the ring advances two words per chunk");
 };

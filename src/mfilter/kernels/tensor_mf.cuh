@@ -7,7 +7,8 @@
 // stores it straight from the accumulators; otherwise it stages the CC tile in shared memory and
 // each output (t, i) reads the entry of its own window start s = i * step + moveout[t, c]:
 // moveouts per template and step > 1 cost extra tiles, not another kernel. Network mode adds
-// w[t, c] * CC into per-thread registers, so per-channel CC never reaches device memory;
+// w[t, c] * CC into the block tile's stack in shared memory (straight from the accumulators when
+// step = 1, else from the staged tile), so per-channel CC never reaches device memory;
 // per-channel mode streams the staged tile out as full 128-byte lines. Tilings with kPairs stage
 // the observation as 64-bit operand pairs (tensor_pairs.cuh).
 //
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(O == Operand::Spl
     const int b = k & 1;  // data buffer of step k; step k + 1 prefetches into b ^ 1
     const Slot& s = slots[k % 3];
     const Slot& next = slots[(k + 1) % 3];
-    // Warp 0 resolves step k + 2 while the others run the output pass of step k.
+    // Warp 0 resolves step k + 2 while the others run the epilogue of step k.
     const auto resolve = [&] {
       if (next.valid)
         find_next<O, kNetwork>(a, ni, total, &next, slots[(k + 2) % 3]);

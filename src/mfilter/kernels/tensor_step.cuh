@@ -29,8 +29,9 @@ struct KernelArgs {
   std::int64_t words = 0;               // 32-bit words per staged copy
   std::int64_t copy_stride = 0;         // words between the staged copies
   bool frags_in_shared = true;          // template fragments staged per step (else read via L1)
-  /// Per-channel steps whose group shares one moveout store CC straight from the accumulators
-  /// (step must be 1; the host clears it otherwise or when HALFSCOPE_MF_TENSOR_DIRECT=0).
+  /// Direct epilogues from the accumulators: per-channel steps whose group shares one moveout
+  /// store CC, network steps add w * CC to the shared stack (step must be 1; the host clears it
+  /// otherwise or when HALFSCOPE_MF_TENSOR_DIRECT=0).
   bool direct = false;
   /// The staged observation as 64-bit pairs (Tiling::kPairs): `pair_count` uint2 per part.
   bool pairs = false;

@@ -6,10 +6,11 @@
 // A warp computes 16 templates x kWarpLags lags with the observation (Hankel) operand sliding in
 // registers: per 16-sample k-chunk it loads 2 new 32-bit words per operand part and issues
 // kWarpNBlocks mma, so the B side costs 16 B per mma; the template (A) fragment of the chunk is one
-// 16-byte L1 load per lane shared by the same kWarpNBlocks mma (32 B per mma). The epilogue
-// stores from the accumulators when a group shares its moveout and step = 1; otherwise it stages
-// the CC tile through shared memory (8 B per output) so every global store is a full 128-byte
-// line and per-template moveouts are applied by a shifted read.
+// 16-byte L1 load per lane shared by the same kWarpNBlocks mma (32 B per mma). With step = 1 the
+// epilogue works from the accumulators (per-channel stores when a group shares its moveout;
+// network additions to the shared stack); otherwise it stages the CC tile through shared memory
+// (8 B per output) so every global store is a full 128-byte line and per-template moveouts are
+// applied by a shifted read.
 #pragma once
 
 #include <cstdint>

@@ -135,6 +135,11 @@ std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t te
 /// whole row on the host). Writes T doubles to host memory `medians`.
 void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int64_t n_corr,
                             double* medians, cudaStream_t stream);
+/// The windows data[starts[w] .. starts[w] + length) of device data, gathered on the device and
+/// returned back to back (windows x length): what counting the channels of detections reads, so
+/// the whole data never has to come to the host.
+std::vector<float> gather_windows_cuda(const float* data, const std::vector<std::int64_t>& starts,
+                                       std::int64_t length);
 #endif
 
 }  // namespace halfscope::mfilter

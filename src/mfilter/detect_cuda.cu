@@ -26,6 +26,8 @@ void check_stack(std::int64_t templates, std::int64_t n_corr, const char* what) 
                        std::to_string(templates) + ", n_corr = " + std::to_string(n_corr));
 }
 
+// Grid of the candidate search: y over rows, x over a row (a block per 8 x 256 elements, at
+// most 1024 per row: neighbouring blocks read neighbouring stretches of the same rows).
 dim3 row_grid(std::int64_t rows, std::int64_t n) {
   const std::int64_t bx =
       std::min<std::int64_t>((n + tuning::kThreads * 8 - 1) / (tuning::kThreads * 8), 1024);
@@ -39,7 +41,7 @@ void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int
                             double* medians, cudaStream_t stream) {
   check_stack(templates, n_corr, "stack_abs_medians_cuda");
   if (templates == 0) return;
-  using kernels::kRadixBins;
+  using kernels::kRadixMaxBins;
   using kernels::RadixTarget;
   const std::int64_t targets = 2 * templates;
   std::vector<RadixTarget> init(static_cast<std::size_t>(targets));
@@ -48,20 +50,23 @@ void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int
     init[2 * t + 1] = {0u, static_cast<long long>(n_corr / 2)};
   }
   cuda::StreamScratch state(targets * static_cast<std::int64_t>(sizeof(RadixTarget)), stream);
-  cuda::StreamScratch hist(targets * kRadixBins * 8, stream);
+  cuda::StreamScratch hist(targets * kRadixMaxBins * 8, stream);
   HS_CUDA_CHECK(cudaMemcpyAsync(state.get(), init.data(), init.size() * sizeof(RadixTarget),
                                 cudaMemcpyHostToDevice, stream));
-  for (int pass = 0; pass < 4; ++pass) {
-    const int shift = 24 - 8 * pass;
-    const unsigned int known = pass == 0 ? 0u : ~0u << (32 - 8 * pass);
-    HS_CUDA_CHECK(cudaMemsetAsync(hist.get(), 0, targets * kRadixBins * 8, stream));
-    kernels::radix_histogram_kernel<<<row_grid(templates, n_corr), tuning::kThreads, 0, stream>>>(
-        stack, templates, n_corr, state.as<RadixTarget>(), known, shift,
-        hist.as<unsigned long long>());
+  // At least 64 elements per thread, so clearing and flushing the block's bins stays small.
+  const std::int64_t per_row = std::clamp<std::int64_t>(n_corr / (tuning::kThreads * 64), 1, 1024);
+  const dim3 grid(static_cast<unsigned>(per_row),
+                  static_cast<unsigned>(std::min<std::int64_t>(templates, 65535)));
+  constexpr int kScanWarps = tuning::kThreads / 32;
+  for (const kernels::RadixDigit digit : kernels::kRadixDigits) {
+    HS_CUDA_CHECK(cudaMemsetAsync(hist.get(), 0, targets * kRadixMaxBins * 8, stream));
+    kernels::radix_histogram_kernel<<<grid, tuning::kThreads, 0, stream>>>(
+        stack, templates, n_corr, state.as<RadixTarget>(), digit, hist.as<unsigned long long>());
     HS_CHECK_LAUNCH();
-    kernels::radix_scan_kernel<<<cuda::grid_blocks(targets, tuning::kThreads, 1), tuning::kThreads,
-                                 0, stream>>>(targets, shift, hist.as<unsigned long long>(),
-                                              state.as<RadixTarget>());
+    kernels::radix_scan_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(
+                                     (templates + kScanWarps - 1) / kScanWarps, 65535)),
+                                 tuning::kThreads, 0, stream>>>(
+        templates, digit, hist.as<unsigned long long>(), state.as<RadixTarget>());
     HS_CHECK_LAUNCH();
   }
   // The host copy must not wait on `init` going out of scope first: synchronise before return.
@@ -91,9 +96,7 @@ struct CandidateSearch::State {
   void enqueue() {
     using kernels::Candidate;
     HS_CUDA_CHECK(cudaMemsetAsync(count->data(), 0, sizeof(unsigned long long), stream));
-    const std::int64_t work = templates * n_corr;
-    kernels::candidates_kernel<<<cuda::grid_blocks(work, tuning::kThreads, tuning::kBlocksPerSm),
-                                 tuning::kThreads, 0, stream>>>(
+    kernels::candidates_kernel<<<row_grid(templates, n_corr), tuning::kThreads, 0, stream>>>(
         stack, templates, n_corr, thresholds, separation, static_cast<Candidate*>(out->data()),
         capacity, static_cast<unsigned long long*>(count->data()));
     HS_CHECK_LAUNCH();
@@ -179,6 +182,41 @@ std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t te
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (Detection& d : result) d.threshold = thr[static_cast<std::size_t>(d.template_index)];
   return result;
+}
+
+std::vector<float> gather_windows_cuda(const float* data, const std::vector<std::int64_t>& starts,
+                                       std::int64_t length) {
+  if (length < 1)
+    throw InvalidInput("gather_windows_cuda: expected a window length >= 1, found " +
+                       std::to_string(length));
+  const auto windows = static_cast<std::int64_t>(starts.size());
+  std::vector<float> out(static_cast<std::size_t>(windows * length));
+  if (windows == 0) return out;
+  const cuda::Stream stream;
+  const cudaStream_t s = stream.get();
+  // Batches of at most 64 MiB of windows (and 65535 grid rows), so the scratch stays small
+  // whatever the number of detections or the template length.
+  const std::int64_t batch =
+      std::clamp<std::int64_t>((std::int64_t{16} << 20) / length, 1, std::int64_t{65535});
+  cuda::StreamScratch offsets(std::min(batch, windows) * 8, s);
+  cuda::StreamScratch values(std::min(batch, windows) * length * 4, s);
+  static_assert(sizeof(long long) == sizeof(std::int64_t));
+  for (std::int64_t w0 = 0; w0 < windows; w0 += batch) {
+    const std::int64_t n = std::min(batch, windows - w0);
+    HS_CUDA_CHECK(cudaMemcpyAsync(offsets.get(), starts.data() + w0,
+                                  static_cast<std::size_t>(n) * 8, cudaMemcpyHostToDevice, s));
+    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(
+                        (length + tuning::kThreads - 1) / tuning::kThreads, 64)),
+                    static_cast<unsigned>(n));
+    kernels::gather_windows_kernel<<<grid, tuning::kThreads, 0, s>>>(data, offsets.as<long long>(),
+                                                                     n, length, values.as<float>());
+    HS_CHECK_LAUNCH();
+    HS_CUDA_CHECK(cudaMemcpyAsync(out.data() + w0 * length, values.get(),
+                                  static_cast<std::size_t>(n * length) * 4, cudaMemcpyDeviceToHost,
+                                  s));
+    HS_CUDA_CHECK(cudaStreamSynchronize(s));  // the pageable starts and the scratch are reused
+  }
+  return out;
 }
 
 }  // namespace halfscope::mfilter

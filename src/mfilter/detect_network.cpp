@@ -16,28 +16,69 @@ namespace mfilter {
 
 namespace {
 
-// The channels of one detection that contributed: weight != 0, window inside the data, template
-// channel not zero (prepare zeroed the flat ones) and window not flat. The flat decision is the
-// CPU backends' own (window_inv_norms over exactly this window, with the channel's removed mean
-// for the raw sum), so the count agrees with the CC the stack summed.
+// One window a detection may have used: its detection and where it starts in the flat data.
+struct Window {
+  std::int64_t detection, start;
+};
+
+// The windows that can count for a detection: weight != 0, window inside the data, template
+// channel not zero (prepare zeroed the flat ones). Whether the window itself is flat decides the
+// rest (channels_used below).
 template <class V>
-std::int64_t channels_used(const Detection& det, const Prepared& p, const V* tp, const V* xp) {
+std::vector<Window> candidate_windows(const std::vector<Detection>& detections, const Prepared& p,
+                                      const V* tp) {
   const Dims& d = p.dims;
-  std::int64_t used = 0;
-  for (std::int64_t c = 0; c < d.channels; ++c) {
-    const std::int64_t tc = det.template_index * d.channels + c;
-    const std::int64_t s =
-        det.correlation_index * d.step + p.moveouts[static_cast<std::size_t>(tc)];
-    if (p.weights[static_cast<std::size_t>(tc)] == 0.0f || s < 0 || s + d.length > d.samples)
-      continue;
+  std::vector<unsigned char> live(static_cast<std::size_t>(d.templates * d.channels));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t tc = 0; tc < d.templates * d.channels; ++tc) {
     const V* t = tp + tc * d.length;
-    if (std::all_of(t, t + d.length, [](V v) { return v == V{0}; })) continue;
-    double inv = 0;
-    window_inv_norms(xp + c * d.samples + s, d.length, d.length, d.normalize, &inv,
-                     p.channel_offsets[static_cast<std::size_t>(c)]);
-    if (inv != 0) ++used;
+    live[static_cast<std::size_t>(tc)] =
+        std::any_of(t, t + d.length, [](V v) { return v != V{0}; });
   }
-  return used;
+  std::vector<Window> out;
+  for (std::size_t i = 0; i < detections.size(); ++i) {
+    const Detection& det = detections[i];
+    for (std::int64_t c = 0; c < d.channels; ++c) {
+      const std::int64_t tc = det.template_index * d.channels + c;
+      const std::int64_t s =
+          det.correlation_index * d.step + p.moveouts[static_cast<std::size_t>(tc)];
+      if (p.weights[static_cast<std::size_t>(tc)] == 0.0f || s < 0 || s + d.length > d.samples ||
+          !live[static_cast<std::size_t>(tc)])
+        continue;
+      out.push_back({static_cast<std::int64_t>(i), c * d.samples + s});
+    }
+  }
+  return out;
+}
+
+// Adds 1 to a detection's channels_used for each window that is not flat. The flat decision is
+// the CPU backends' own (window_inv_norms over exactly this window, with the channel's removed
+// mean for the raw sum), so the count agrees with the CC the stack summed. `values(w)` points to
+// window w's samples.
+template <class Values>
+void count_windows(std::vector<Detection>& detections, const Prepared& p,
+                   const std::vector<Window>& windows, const Values& values) {
+  const Dims& d = p.dims;
+  const auto n = static_cast<std::int64_t>(windows.size());
+  std::vector<unsigned char> used(windows.size());
+  // Windows are independent (1000 detections x 30 channels took tens of ms serially).
+#pragma omp parallel for schedule(static)
+  for (std::int64_t w = 0; w < n; ++w) {
+    const std::int64_t c = windows[static_cast<std::size_t>(w)].start / d.samples;
+    double inv = 0;
+    window_inv_norms(values(w), d.length, d.length, d.normalize, &inv,
+                     p.channel_offsets[static_cast<std::size_t>(c)]);
+    used[static_cast<std::size_t>(w)] = inv != 0;
+  }
+  for (std::size_t w = 0; w < windows.size(); ++w)
+    detections[static_cast<std::size_t>(windows[w].detection)].channels_used += used[w];
+}
+
+template <class V>
+void count_host(std::vector<Detection>& detections, const Prepared& p, const V* tp, const V* xp) {
+  const std::vector<Window> windows = candidate_windows(detections, p, tp);
+  count_windows(detections, p, windows,
+                [&](std::int64_t w) { return xp + windows[static_cast<std::size_t>(w)].start; });
 }
 
 }  // namespace
@@ -45,7 +86,6 @@ std::int64_t channels_used(const Detection& det, const Prepared& p, const V* tp,
 void count_channels_used(std::vector<Detection>& detections, const Prepared& p) {
   if (detections.empty()) return;
   const Dims& d = p.dims;
-  const Array x = p.data.on_device() ? p.data.to(Memory::host) : p.data;
   for (const Detection& det : detections)
     if (det.template_index < 0 || det.template_index >= d.templates || det.correlation_index < 0 ||
         det.correlation_index >= d.n_corr)
@@ -54,17 +94,26 @@ void count_channels_used(std::vector<Detection>& detections, const Prepared& p) 
                          std::to_string(det.correlation_index) + " lies outside the (" +
                          std::to_string(d.templates) + ", " + std::to_string(d.n_corr) +
                          ") stack of these inputs");
-  // Detections are independent (a network of 1000 detections x 30 channels took tens of ms
-  // serially, after a GPU stack of a quarter of a second on four devices).
-  const auto n = static_cast<std::int64_t>(detections.size());
-#pragma omp parallel for schedule(dynamic, 16)
-  for (std::int64_t i = 0; i < n; ++i) {
-    Detection& det = detections[static_cast<std::size_t>(i)];
-    det.channels_used =
-        x.dtype() == DType::f64
-            ? channels_used(det, p, p.templates.data_as<double>(), x.data_as<double>())
-            : channels_used(det, p, p.templates.data_as<float>(), x.data_as<float>());
+  for (Detection& det : detections) det.channels_used = 0;
+#if HALFSCOPE_WITH_CUDA
+  if (p.data.on_device() && p.data.dtype() == DType::f32 && p.templates.dtype() == DType::f32) {
+    // Only the windows cross the bus (a day of 30 channels is 0.5 GB; its windows a few MB).
+    const std::vector<Window> windows =
+        candidate_windows(detections, p, p.templates.data_as<float>());
+    std::vector<std::int64_t> starts(windows.size());
+    for (std::size_t w = 0; w < windows.size(); ++w) starts[w] = windows[w].start;
+    const std::vector<float> values =
+        gather_windows_cuda(p.data.data_as<float>(), starts, d.length);
+    count_windows(detections, p, windows,
+                  [&](std::int64_t w) { return values.data() + w * d.length; });
+    return;
   }
+#endif
+  const Array x = p.data.on_device() ? p.data.to(Memory::host) : p.data;
+  if (x.dtype() == DType::f64)
+    count_host(detections, p, p.templates.data_as<double>(), x.data_as<double>());
+  else
+    count_host(detections, p, p.templates.data_as<float>(), x.data_as<float>());
 }
 
 }  // namespace mfilter

@@ -169,6 +169,7 @@ TEST(GpuDetectChunks, AbsoluteThresholdSearchesChunksOfHostAndDeviceData) {
       EXPECT_EQ(device[j].template_index, host[j].template_index) << per;
       EXPECT_EQ(device[j].correlation_index, host[j].correlation_index) << per;
       EXPECT_EQ(device[j].value, host[j].value) << per;
+      EXPECT_EQ(device[j].channels_used, host[j].channels_used) << per;
     }
   }
 }

@@ -135,6 +135,12 @@ std::vector<Detection> stack_candidates_cuda(const float* stack, std::int64_t te
 /// whole row on the host). Writes T doubles to host memory `medians`.
 void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int64_t n_corr,
                             double* medians, cudaStream_t stream);
+/// The same, queued on `stream` without waiting for it: T doubles into the device array
+/// `medians` and, when `thresholds` (device, T doubles) is given, factor * median into it, as
+/// the host would round that product.
+void stack_abs_medians_enqueue(const float* stack, std::int64_t templates, std::int64_t n_corr,
+                               double* medians, double factor, double* thresholds,
+                               cudaStream_t stream);
 /// The windows data[starts[w] .. starts[w] + length) of device data, gathered on the device and
 /// returned back to back (windows x length): what counting the channels of detections reads, so
 /// the whole data never has to come to the host.

@@ -3,7 +3,6 @@
 // the final strongest-first declustering (kernels/detect.cuh has the algorithms). Only O(T)
 // medians and the candidates cross the bus, never the stack.
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -37,22 +36,21 @@ dim3 row_grid(std::int64_t rows, std::int64_t n) {
 
 }  // namespace
 
-void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int64_t n_corr,
-                            double* medians, cudaStream_t stream) {
-  check_stack(templates, n_corr, "stack_abs_medians_cuda");
+void stack_abs_medians_enqueue(const float* stack, std::int64_t templates, std::int64_t n_corr,
+                               double* medians, double factor, double* thresholds,
+                               cudaStream_t stream) {
+  check_stack(templates, n_corr, "stack_abs_medians_enqueue");
   if (templates == 0) return;
   using kernels::kRadixMaxBins;
   using kernels::RadixTarget;
   const std::int64_t targets = 2 * templates;
-  std::vector<RadixTarget> init(static_cast<std::size_t>(targets));
-  for (std::int64_t t = 0; t < templates; ++t) {
-    init[2 * t] = {0u, static_cast<long long>((n_corr - 1) / 2)};
-    init[2 * t + 1] = {0u, static_cast<long long>(n_corr / 2)};
-  }
+  // Stream-ordered scratch: freed behind the kernels, so nothing here waits for them.
   cuda::StreamScratch state(targets * static_cast<std::int64_t>(sizeof(RadixTarget)), stream);
   cuda::StreamScratch hist(targets * kRadixMaxBins * 8, stream);
-  HS_CUDA_CHECK(cudaMemcpyAsync(state.get(), init.data(), init.size() * sizeof(RadixTarget),
-                                cudaMemcpyHostToDevice, stream));
+  const int row_blocks = cuda::grid_blocks(templates, tuning::kThreads, 1);
+  kernels::radix_init_kernel<<<row_blocks, tuning::kThreads, 0, stream>>>(templates, n_corr,
+                                                                          state.as<RadixTarget>());
+  HS_CHECK_LAUNCH();
   // At least 64 elements per thread, so clearing and flushing the block's bins stays small.
   const std::int64_t per_row = std::clamp<std::int64_t>(n_corr / (tuning::kThreads * 64), 1, 1024);
   const dim3 grid(static_cast<unsigned>(per_row),
@@ -69,17 +67,20 @@ void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int
         templates, digit, hist.as<unsigned long long>(), state.as<RadixTarget>());
     HS_CHECK_LAUNCH();
   }
-  // The host copy must not wait on `init` going out of scope first: synchronise before return.
-  HS_CUDA_CHECK(cudaMemcpyAsync(init.data(), state.get(), init.size() * sizeof(RadixTarget),
+  kernels::radix_finish_kernel<<<row_blocks, tuning::kThreads, 0, stream>>>(
+      templates, state.as<RadixTarget>(), factor, medians, thresholds);
+  HS_CHECK_LAUNCH();
+}
+
+void stack_abs_medians_cuda(const float* stack, std::int64_t templates, std::int64_t n_corr,
+                            double* medians, cudaStream_t stream) {
+  check_stack(templates, n_corr, "stack_abs_medians_cuda");
+  if (templates == 0) return;
+  cuda::StreamScratch dev(templates * 8, stream);
+  stack_abs_medians_enqueue(stack, templates, n_corr, dev.as<double>(), 0.0, nullptr, stream);
+  HS_CUDA_CHECK(cudaMemcpyAsync(medians, dev.get(), static_cast<std::size_t>(templates) * 8,
                                 cudaMemcpyDeviceToHost, stream));
-  HS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (std::int64_t t = 0; t < templates; ++t) {
-    float lo = 0, hi = 0;
-    const unsigned int blo = init[2 * t].prefix, bhi = init[2 * t + 1].prefix;
-    std::memcpy(&lo, &blo, sizeof lo);
-    std::memcpy(&hi, &bhi, sizeof hi);
-    medians[t] = 0.5 * (static_cast<double>(lo) + static_cast<double>(hi));
-  }
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // `medians` may be pageable
 }
 
 struct CandidateSearch::State {

@@ -382,6 +382,8 @@ namespace {
 // The candidate search of one pipeline slot: local maxima of |x| above each row's threshold
 // (CandidateSearch with a separation of 1, so no candidate that the exact declustering would
 // keep is lost), queued behind a chunk's kernels and collected once its stream has finished.
+// A MAD threshold is computed on the device too, so queuing a chunk's search never waits for
+// its stack: the host goes on staging the next chunk while this one computes.
 class ChunkSearch {
  public:
   ChunkSearch(std::int64_t templates, const DetectOptions& o, cudaStream_t s)
@@ -390,34 +392,44 @@ class ChunkSearch {
         thr_(static_cast<std::size_t>(templates), o.threshold),
         thr_dev_(Buffer::allocate(std::max<std::int64_t>(templates, 1) * 8, Memory::device)),
         search_(s) {
-    // Absolute thresholds are the same for every chunk: uploaded once.
-    if (o.type != ThresholdType::Mad) upload_thresholds();
+    if (o.type == ThresholdType::Mad) {
+      med_dev_ = Buffer::allocate(std::max<std::int64_t>(templates, 1) * 8, Memory::device);
+      med_host_ = acquire_pinned(std::max<std::int64_t>(templates, 1) * 8);
+    } else {
+      upload_thresholds();  // absolute thresholds are the same for every chunk: uploaded once
+    }
   }
 
   // Queues the search of `stack` (T rows of n correlation times) on the stream. A MAD threshold
-  // is the median of each row of this stack, so it waits for the stack first.
+  // is the median of each row of this stack: computed behind it, read back in collect().
   void launch(const float* stack, std::int64_t n) {
     const auto T = static_cast<std::int64_t>(thr_.size());
+    auto* thresholds = static_cast<double*>(thr_dev_->data());
     if (o_.type == ThresholdType::Mad) {
-      std::vector<double> medians(thr_.size());
-      stack_abs_medians_cuda(stack, T, n, medians.data(), stream_);
-      for (std::int64_t t = 0; t < T; ++t) {
-        const double m = medians[static_cast<std::size_t>(t)];
-        check_mad_median(m, t, n, o_);
-        thr_[static_cast<std::size_t>(t)] = o_.threshold * m;
-      }
-      upload_thresholds();
+      stack_abs_medians_enqueue(stack, T, n, static_cast<double*>(med_dev_->data()), o_.threshold,
+                                thresholds, stream_);
+      HS_CUDA_CHECK(cudaMemcpyAsync(med_host_->data(), med_dev_->data(),
+                                    static_cast<std::size_t>(T) * 8, cudaMemcpyDeviceToHost,
+                                    stream_));
     }
-    search_.launch(stack, T, n, static_cast<const double*>(thr_dev_->data()), 1);
+    search_.launch(stack, T, n, thresholds, 1);
   }
 
   // After the stream has finished: the candidates of a stack of n correlation times starting at
   // global index `corr_begin`, of which the first `halo_before` and the last `halo_after` belong
   // to neighbouring chunks. Those only serve as the true neighbours of this chunk's edge values
   // (a value on a rising slope at an edge is no local maximum); candidates there are left to
-  // their own chunk.
+  // their own chunk. A zero MAD median is reported here, before the (then unbounded) candidates
+  // are read.
   std::vector<Detection> collect(std::int64_t n, std::int64_t step, std::int64_t corr_begin,
                                  std::int64_t halo_before, std::int64_t halo_after) {
+    if (o_.type == ThresholdType::Mad) {
+      const auto* medians = static_cast<const double*>(med_host_->data());
+      for (std::size_t t = 0; t < thr_.size(); ++t) {
+        check_mad_median(medians[t], static_cast<std::int64_t>(t), n, o_);
+        thr_[t] = o_.threshold * medians[t];  // what the device computed for the search
+      }
+    }
     std::vector<Detection> own;
     for (Detection& d : search_.collect()) {
       if (d.correlation_index < halo_before || d.correlation_index >= n - halo_after) continue;
@@ -432,8 +444,8 @@ class ChunkSearch {
  private:
   // A copy on the legacy stream, not queued behind the slot's kernels (the slot streams do not
   // block on it), so the host never waits for a chunk here. A pageable cudaMemcpy returns once
-  // `thr_` is staged (it may change for the next chunk) but its DMA can still run: the slot's
-  // stream waits for the legacy stream before its search reads the thresholds.
+  // `thr_` is staged but its DMA can still run: the slot's stream waits for the legacy stream
+  // before its search reads the thresholds.
   void upload_thresholds() {
     HS_CUDA_CHECK(
         cudaMemcpy(thr_dev_->data(), thr_.data(), thr_.size() * 8, cudaMemcpyHostToDevice));
@@ -445,7 +457,7 @@ class ChunkSearch {
   DetectOptions o_;
   cudaStream_t stream_;
   std::vector<double> thr_;
-  std::shared_ptr<Buffer> thr_dev_;
+  std::shared_ptr<Buffer> thr_dev_, med_dev_, med_host_;
   CandidateSearch search_;
 };
 

@@ -210,6 +210,50 @@ TEST(GpuDetect, ChannelsUsed_DeviceData_EqualsHostCount) {
   }
 }
 
+TEST(GpuDetect, ZeroMadMedian_NumericalErrorNamingTheTemplate) {
+  // Template 1 has weight 0 on every channel, so its stack row is 0 and a MAD threshold would
+  // be 0. The medians are computed on the device behind each chunk's stack and checked when the
+  // chunk is collected: device data, host data in one chunk and host data in several.
+  HS_REQUIRE_GPU();
+  mftest::Case c = mftest::random_case(2, 2, 16, 3000, 31, 1.0);
+  c.weights[1 * c.C + 0] = c.weights[1 * c.C + 1] = 0.0;
+  MfOptions o;
+  o.method = MfMethod::Tensor;
+  o.precision = Precision::Mixed;
+  o.device = DeviceKind::Cuda;
+  DetectOptions det;
+  det.threshold = 8.0;
+  det.type = ThresholdType::Mad;
+  const Array templates = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  const Array data = mftest::to_array(c.data, {c.C, c.L});
+  for (const int way : {0, 1, 2}) {
+    const mftest::ForcedChunks chunks(way == 2 ? 700 : 0);
+    try {
+      (void)matched_filter_detect(templates, way == 0 ? data.to(Memory::device) : data, o,
+                                  mftest::network_of(c), det);
+      ADD_FAILURE() << "no NumericalError for a zero median, way " << way;
+    } catch (const NumericalError& e) {
+      const std::string m = e.what();
+      for (const char* frag : {"template 1", "median |cc_sum| is 0", "absolute threshold"})
+        EXPECT_NE(m.find(frag), std::string::npos) << m;
+    }
+  }
+  // With template 1 back on one channel, both rows have a median, and the detections carry the
+  // device's thresholds: 2 x the median of |stack| of their row.
+  c.weights[1 * c.C + 0] = 1.0;
+  det.threshold = 2.0;
+  const auto found = matched_filter_detect(templates, data, o, mftest::network_of(c), det);
+  MfOptions so = o;
+  so.network_sum = true;
+  const Array stack = matched_filter(templates, data, so, mftest::network_of(c));
+  ASSERT_FALSE(found.empty());
+  for (const Detection& d : found) {
+    const double median =
+        host_abs_median(stack.data_as<float>() + d.template_index * stack.dim(1), stack.dim(1));
+    EXPECT_NEAR(d.threshold, 2.0 * median, 1e-5 * median) << "template " << d.template_index;
+  }
+}
+
 TEST(GpuDetect, BadArguments_ThrowInvalidInput) {
   HS_REQUIRE_GPU();
   const std::vector<float> s(10, 1.0f);
@@ -272,13 +316,13 @@ TEST(DetectBench, NetworkStack) {
 
 TEST(DetectBench, PublicCallPhases) {
   HS_REQUIRE_GPU();
-  // "1": case (b) (1000 x 30 x 256, 4.32e6 samples, device inputs); "R,N" sizes the stack bench.
+  // "1": case (b) (1000 x 30 x 256, 4.32e6 samples), on device and on host inputs.
   const char* on = std::getenv("HALFSCOPE_MF_DETECT_BENCH");
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "HALFSCOPE_MF_DETECT_BENCH != 1";
   mftest::Case c = mftest::random_case(1000, 30, 256, 4320000, 4, 1.0);
   mftest::randomize_network(c, 0, 100, 5);
-  const Array templates = mftest::to_array(c.templates, {c.T, c.C, c.K}).to(Memory::device);
-  const Array data = mftest::to_array(c.data, {c.C, c.L}).to(Memory::device);
+  const Array host_templates = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  const Array host_data = mftest::to_array(c.data, {c.C, c.L});
   const MfNetwork net = mftest::network_of(c);
   MfOptions o;
   o.method = MfMethod::Tensor;
@@ -289,18 +333,24 @@ TEST(DetectBench, PublicCallPhases) {
   det.threshold = 8.0;
   det.type = ThresholdType::Mad;
   det.min_separation = 100;
-  for (int rep = 0; rep < 3; ++rep) {
-    Prepared p;
-    std::vector<Detection> found;
-    const double all = ms_of([&] { found = matched_filter_detect(templates, data, o, net, det); });
-    const double prep = ms_of([&] { p = prepare(templates, data, o, net); });
-    const double run = ms_of([&] { found = detect_cuda(p, det); });
-    const double count = ms_of([&] { count_channels_used(found, p); });
-    const double stack = ms_of([&] { (void)run_cuda(p); });
-    std::printf(
-        "detect phases: public call %.1f ms = prepare %.1f + detect_cuda %.1f + "
-        "count_channels_used %.1f (%zu detections); run_cuda (the stack) %.1f\n",
-        all, prep, run, count, found.size(), stack);
+  for (const bool device : {true, false}) {
+    const Array templates = device ? host_templates.to(Memory::device) : host_templates;
+    const Array data = device ? host_data.to(Memory::device) : host_data;
+    for (int rep = 0; rep < 3; ++rep) {
+      Prepared p;
+      std::vector<Detection> found;
+      const double all =
+          ms_of([&] { found = matched_filter_detect(templates, data, o, net, det); });
+      const double prep = ms_of([&] { p = prepare(templates, data, o, net); });
+      const double run = ms_of([&] { found = detect_cuda(p, det); });
+      const double count = ms_of([&] { count_channels_used(found, p); });
+      // The stack alone stays on the device only for device inputs.
+      const double stack = device ? ms_of([&] { (void)run_cuda(p); }) : 0.0;
+      std::printf(
+          "detect phases, %s inputs: public call %.1f ms = prepare %.1f + detect_cuda %.1f + "
+          "count_channels_used %.1f (%zu detections); run_cuda (the stack) %.1f\n",
+          device ? "device" : "host", all, prep, run, count, found.size(), stack);
+    }
   }
 }
 

@@ -34,6 +34,31 @@ struct RadixTarget {
   long long rank;
 };
 
+/// Both targets of each row: ranks (n - 1) / 2 and n / 2, nothing decided yet.
+__global__ void radix_init_kernel(std::int64_t rows, std::int64_t n,
+                                  RadixTarget* __restrict__ targets) {
+  for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < rows;
+       t += std::int64_t{gridDim.x} * blockDim.x) {
+    targets[2 * t] = {0u, static_cast<long long>((n - 1) / 2)};
+    targets[2 * t + 1] = {0u, static_cast<long long>(n / 2)};
+  }
+}
+
+/// medians[t] = the mean of the two selected values (numpy.median of |x|) and, when
+/// `thresholds` is given, thresholds[t] = factor * medians[t], rounded as the host rounds it.
+__global__ void radix_finish_kernel(std::int64_t rows, const RadixTarget* __restrict__ targets,
+                                    double factor, double* __restrict__ medians,
+                                    double* __restrict__ thresholds) {
+  for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < rows;
+       t += std::int64_t{gridDim.x} * blockDim.x) {
+    const double lo = __uint_as_float(targets[2 * t].prefix);
+    const double hi = __uint_as_float(targets[2 * t + 1].prefix);
+    const double m = __dmul_rn(0.5, __dadd_rn(lo, hi));
+    medians[t] = m;
+    if (thresholds) thresholds[t] = __dmul_rn(factor, m);
+  }
+}
+
 /// Histograms of one digit: hist[(t * 2 + q) * kRadixMaxBins + bin] counts the elements of row t
 /// whose bits above the digit equal target q's prefix. Grid: x over a row, y over rows. The two
 /// targets of a row share their prefix until their ranks fall in different bins (nearly always

@@ -193,6 +193,9 @@ std::vector<float> gather_windows_cuda(const float* data, const std::vector<std:
   const auto windows = static_cast<std::int64_t>(starts.size());
   std::vector<float> out(static_cast<std::size_t>(windows * length));
   if (windows == 0) return out;
+  // The data may have been written on any stream (the caller's, or prepare's legacy-stream
+  // scaling, which does not wait), and this stream orders after none of them.
+  HS_CUDA_CHECK(cudaDeviceSynchronize());
   const cuda::Stream stream;
   const cudaStream_t s = stream.get();
   // Batches of at most 64 MiB of windows (and 65535 grid rows), so the scratch stays small

@@ -1,7 +1,8 @@
 // Detection on a device network stack (backends.hpp): exact per-row medians of |x| for the MAD
 // threshold, and the candidate peaks above a per-row threshold, returned to the host, which does
 // the final strongest-first declustering (kernels/detect.cuh has the algorithms). Only O(T)
-// medians and the candidates cross the bus, never the stack.
+// medians and the candidates cross the bus, never the stack. Also the gather of the detections'
+// data windows, so that counting their channels never copies the whole data to the host.
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -39,6 +39,10 @@ using kernels::TensorPrecision;
 /// Runs one block's threads as fibers and implements the collectives among them.
 class BlockEmulator {
  public:
+  [[noreturn]] static void fail(const char* what) {
+    std::fprintf(stderr, "tensor emulator: %s\n", what);
+    std::abort();
+  }
   static constexpr int kThreads = kernels::kTensorThreads;
 
   explicit BlockEmulator(std::size_t smem_bytes) : smem_(smem_bytes) {
@@ -134,10 +138,6 @@ class BlockEmulator {
   static BlockEmulator*& running() {
     static BlockEmulator* e = nullptr;
     return e;
-  }
-  [[noreturn]] static void fail(const char* what) {
-    std::fprintf(stderr, "tensor emulator: %s\n", what);
-    std::abort();
   }
   static void trampoline() {
     BlockEmulator* e = running();
@@ -301,6 +301,25 @@ struct EmulatedOps {
   [[nodiscard]] std::uint16_t to_half(float x) const { return float_to_half_bits_rne_soft(x); }
   [[nodiscard]] std::uint16_t to_bf16(float x) const { return float_to_bf16_bits_rne(x); }
   [[nodiscard]] float from_half(std::uint16_t b) const { return half_bits_to_float_soft(b); }
+  [[nodiscard]] std::uint32_t pack_half2(float lo, float hi) const {
+    return static_cast<std::uint32_t>(to_half(lo)) |
+           (static_cast<std::uint32_t>(to_half(hi)) << 16);
+  }
+  template <class T>
+  [[nodiscard]] bool aligned4(const T* p) const {
+    return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0;
+  }
+  /// The GPU reads these four floats as one float4: the address must be 16-byte aligned.
+  void load4(const float* p, float (&v)[4]) const {
+    const auto offset = reinterpret_cast<const unsigned char*>(p) - emu.shared();
+    if (offset % 16 != 0) BlockEmulator::fail("shared float4 read not 16-byte aligned");
+    for (int j = 0; j < 4; ++j) v[j] = p[j];
+  }
+  template <class T>
+  void store4(T* p, const T (&v)[4]) const {
+    if (!aligned4(p)) BlockEmulator::fail("vector store not aligned");
+    for (int j = 0; j < 4; ++j) p[j] = v[j];
+  }
 };
 
 /// The host twin of tensor_table_kernel (tensor.cuh): same toeplitz_column and split_exponent,
@@ -320,10 +339,10 @@ HostTable build_host_table(const K* kernel, int krows, int kcols, const kernels:
   for (int u = 0; u < krows; ++u) {
     float scale = 1.0f;
     if constexpr (P == TensorPrecision::Split) {
-      std::uint32_t m = 0;
-      for (int v = 0; v < kcols; ++v) {
+      std::uint32_t m = 0;  // over the whole kernel, as the device's table kernel
+      for (std::int64_t v = 0; v < static_cast<std::int64_t>(krows) * kcols; ++v) {
         std::uint32_t b = 0;
-        std::memcpy(&b, &kernel[static_cast<std::int64_t>(u) * kcols + v], 4);
+        std::memcpy(&b, &kernel[v], 4);
         m = std::max(m, kernels::finite_abs_bits(b));
       }
       const int e = kernels::split_exponent(m);

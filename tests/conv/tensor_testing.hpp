@@ -120,6 +120,8 @@ inline std::vector<Shape4> tensor_shapes() {
       {21, 60, 5, 46},   // Q = 4, kernel nearly as wide as the image
       {18, 80, 3, 65},   // Q = 5
       {12, 140, 2, 70},  // two column chunks of 35 (Q = 4)
+      {10, 300, 3, 5},   // tiles inside the image (row loads without the column table), and
+      {6, 420, 2, 20},   // output rows of 4k columns (vector stores); Q = 2 and 3
   };
 }
 

@@ -85,6 +85,35 @@ struct TensorDeviceOps {
   __device__ __forceinline__ float from_half(std::uint16_t b) const {
     return __half2float(__ushort_as_half(b));
   }
+  /// fp16(lo) in the low half, fp16(hi) in the high half: one F2FP for both.
+  __device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) const {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return (static_cast<std::uint32_t>(__half_as_ushort(__high2half(h))) << 16) |
+           __half_as_ushort(__low2half(h));
+  }
+  template <class T>
+  __device__ __forceinline__ bool aligned4(const T* p) const {
+    return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0;
+  }
+  __device__ __forceinline__ void load4(const float* p, float (&v)[4]) const {
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    v[0] = x.x;
+    v[1] = x.y;
+    v[2] = x.z;
+    v[3] = x.w;
+  }
+  // Vector stores in PTX: written in C++, nvcc merged them with the scalar fallback into four
+  // scalar stores.
+  __device__ __forceinline__ void store4(float* p, const float (&v)[4]) const {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(p)), "f"(v[0]), "f"(v[1]),
+                 "f"(v[2]), "f"(v[3])
+                 : "memory");
+  }
+  __device__ __forceinline__ void store4(std::uint16_t* p, const std::uint16_t (&v)[4]) const {
+    const std::uint32_t a = v[0] | (static_cast<std::uint32_t>(v[1]) << 16);
+    const std::uint32_t b = v[2] | (static_cast<std::uint32_t>(v[3]) << 16);
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(p)), "r"(a), "r"(b) : "memory");
+  }
 };
 
 /// One output tile per block (TensorBlock); dynamic shared memory TensorTile<P, Q>::kSmemBytes.
@@ -100,8 +129,8 @@ __global__ void __launch_bounds__(kTensorThreads,
 
 /// Builds the table of A fragments for kernel row u = blockIdx.x: entry (chunk, u, q, lane) holds
 /// the lane's 8 Toeplitz values (toeplitz_column) packed as the mma A operand. Mixed and BF16
-/// copy the kernel's bits; split scales the row by 2^e(u) (split_exponent of its max |k|) and
-/// writes hi = fp16(k 2^e) to `hi`, lo = fp16((k 2^e - hi) 2^11) to `lo`, 2^-e(u) to inv_scale.
+/// copy the kernel's bits; split scales the kernel by 2^e (split_exponent of its max |k|) and
+/// writes hi = fp16(k 2^e) to `hi`, lo = fp16((k 2^e - hi) 2^11) to `lo`, 2^-e to inv_scale[u].
 /// Mixed and BF16 set *nonfinite (zeroed before) when a tap is inf or NaN.
 template <TensorPrecision P>
 __global__ void tensor_table_kernel(const void* kernel, int krows, int kcols, int nchunks, int cw,
@@ -118,10 +147,13 @@ __global__ void tensor_table_kernel(const void* kernel, int krows, int kcols, in
   }
   if constexpr (P == TensorPrecision::Split) {
     __shared__ std::uint32_t warp_max[32];
-    const float* row = static_cast<const float*>(kernel) + static_cast<std::int64_t>(u) * kcols;
+    // One scale for the whole kernel (every block reduces all of it: a few kB from L2), so the
+    // products of different kernel rows can share an accumulator (tensor_block.hpp, chains).
+    const auto* all = static_cast<const float*>(kernel);
+    const std::int64_t taps = static_cast<std::int64_t>(krows) * kcols;
     std::uint32_t m = 0;
-    for (int v = static_cast<int>(threadIdx.x); v < kcols; v += static_cast<int>(blockDim.x))
-      m = max(m, finite_abs_bits(__float_as_uint(row[v])));
+    for (std::int64_t v = threadIdx.x; v < taps; v += blockDim.x)
+      m = max(m, finite_abs_bits(__float_as_uint(all[v])));
     m = __reduce_max_sync(0xffffffffu, m);
     if ((threadIdx.x & 31u) == 0) warp_max[threadIdx.x >> 5] = m;
     __syncthreads();

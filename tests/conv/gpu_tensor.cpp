@@ -94,7 +94,7 @@ TEST(TensorConvGpu, SplitF32InHiLoF16ProductsF32Out) {
   check_widths<TensorPrecision::Split>(3200);
 }
 
-// Values up to 1e6 (FP16 overflows at 65504) with a 1e-3 kernel: per-row / per-kernel-row
+// Values up to 1e6 (FP16 overflows at 65504) with a 1e-3 kernel: per-row / per-kernel
 // power-of-two scales keep the split FP32-accurate.
 TEST(TensorConvGpu, SplitF32ScalesValuesBeyondTheF16Range) {
   HS_REQUIRE_GPU();

@@ -8,7 +8,8 @@
 //  - a tensor-core MMA adds 16 products to its FP32 accumulator, aligning to the largest term and
 //    truncating: at most one unit in the last place (2^-23 relative) for each of its 17 addends,
 //    i.e. 34 * 2^-24 * S per MMA of a chain, whose length is krows * nchunks * Q for mixed / bf16
-//    (one chain) and Q for split (one chain per kernel row, flushed in FP32 round-to-nearest);
+//    (one chain) and Q for split's hi * hi (one chain per kernel row, flushed in FP32 round-to-
+//    nearest; the correction sums, 2^-11 of it, may chain over 16 kernel rows: below 2^-29 S);
 //  - split: the hi + lo split of both operands and the dropped lo * lo cost 3 * 2^-22 * S, the
 //    krows * nchunks FP32 flushes (krows * nchunks + 2) * 2^-24 * S;
 //  - mixed / bf16: the output is rounded once to its storage (2^-11 or 2^-8 of |out|), plus half

@@ -119,7 +119,7 @@ TEST(TensorConvEmulated, SplitF32InHiLoF16ProductsF32Out) {
   check_shapes<TensorPrecision::Split>(tensor_shapes(), 600);
 }
 
-// Values up to 1e6 (FP16 overflows at 65504) and a kernel of 1e-3: the per-row and per-kernel-row
+// Values up to 1e6 (FP16 overflows at 65504) and a kernel of 1e-3: the per-row and per-kernel
 // power-of-two scales must keep the split exact to ~2^-22.
 TEST(TensorConvEmulated, SplitF32ScalesRowsBeyondTheF16Range) {
   for (Boundary b : {Boundary::Zero, Boundary::Circular}) {

@@ -105,14 +105,16 @@ struct TensorDeviceOps {
   // Vector stores in PTX: written in C++, nvcc merged them with the scalar fallback into four
   // scalar stores.
   __device__ __forceinline__ void store4(float* p, const float (&v)[4]) const {
-    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(p)), "f"(v[0]), "f"(v[1]),
-                 "f"(v[2]), "f"(v[3])
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(__cvta_generic_to_global(p)),
+                 "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
                  : "memory");
   }
   __device__ __forceinline__ void store4(std::uint16_t* p, const std::uint16_t (&v)[4]) const {
     const std::uint32_t a = v[0] | (static_cast<std::uint32_t>(v[1]) << 16);
     const std::uint32_t b = v[2] | (static_cast<std::uint32_t>(v[3]) << 16);
-    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(p)), "r"(a), "r"(b) : "memory");
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(p)), "r"(a),
+                 "r"(b)
+                 : "memory");
   }
 };
 

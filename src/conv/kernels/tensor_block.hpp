@@ -162,7 +162,8 @@ class TensorBlock {
   /// Reads tile rows [r0, r0 + n) (n <= kRowGroup) into registers: warp w takes rows w, w + 4, ..
   /// whole, so the split's per-row maximum is one warp reduction; lane l takes the column pairs
   /// (2 l + 64 i, 2 l + 64 i + 1), stored as one 32-bit word each.
-  HS_TC_DEV void load_rows(int r0, int n, Elem (&st)[Tile::kRowsPerWarp][2 * Tile::kPairsPerLane]) const {
+  HS_TC_DEV void load_rows(int r0, int n,
+                           Elem (&st)[Tile::kRowsPerWarp][2 * Tile::kPairsPerLane]) const {
     const Elem* image = static_cast<const Elem*>(p_.image);
     HS_TC_UNROLL
     for (int k = 0; k < Tile::kRowsPerWarp; ++k) {
@@ -439,8 +440,8 @@ class TensorBlock {
   Ops& ops_;
   int lane_ = 0, warp_ = 0, wcol0_ = 0, wrow0_ = 0;
   std::int64_t row_tile0_ = 0, col_tile0_ = 0, ybase_ = 0;
-  std::int64_t xbase_ = 0;  // image column of the tile's column 0 in the current chunk
-  bool interior_ = false;   // the chunk's tile columns all lie inside the image
+  std::int64_t xbase_ = 0;        // image column of the tile's column 0 in the current chunk
+  bool interior_ = false;         // the chunk's tile columns all lie inside the image
   bool input_nonfinite_ = false;  // a loaded image value was inf or NaN (mixed / bf16)
   float acc_[WC][WR][4];
   [[maybe_unused]] float tc_[WR][WC][4];  // split, chained groups: correction sums

@@ -35,7 +35,8 @@ struct TensorParams {
   void* out = nullptr;                   // out_rows x out_cols, same type
   const TensorFrag* table_hi = nullptr;  // [chunk][u][q][lane]
   const TensorFrag* table_lo = nullptr;  // split only: lo parts scaled by 2^11
-  const float* kernel_inv_scale = nullptr;  // split only: 2^-e(u) per kernel row
+  const float* kernel_inv_scale =
+      nullptr;  // split only: the kernel's 2^-e (one value per kernel row)
   // Mixed / BF16: outputs that overflowed the storage type although the block's inputs and the
   // kernel (kernel_nonfinite == 0) are finite, counted for a NumericalError; null for split.
   unsigned int* overflow = nullptr;

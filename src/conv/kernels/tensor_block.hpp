@@ -116,16 +116,7 @@ class TensorBlock {
         const int ub = tc_min(ua + kRowGroup, p_.krows);
         const int nub = tc_min(ub + kRowGroup, p_.krows);
         if (kPrefetchRows && nub > ub) load_rows(p_.krows - nub, nub - ub, staged);
-        if constexpr (kSplit) {
-          float s = 0.0f;
-          if (chain_scale(ua, ub, s)) {
-            compute_rows_chained(c, ua, ub, s);
-          } else {
-            for (int u = ua; u < ub; ++u) compute_row<false>(c, u, 0.0f);
-          }
-        } else {
-          for (int u = ua; u < ub; ++u) compute_row<false>(c, u, 0.0f);
-        }
+        compute_group(c, ua, ub);
         if (!kPrefetchRows && nub > ub) load_rows(p_.krows - nub, nub - ub, staged);
         if (nub > ub) store_rows(p_.krows - nub, nub - ub, staged);
         ops_.sync_block();
@@ -240,6 +231,18 @@ class TensorBlock {
         }
       }
     }
+  }
+
+  /// Kernel rows [ua, ub): chained where the split's scales allow it, else flushed row by row.
+  HS_TC_DEV void compute_group(int c, int ua, int ub) {
+    if constexpr (kSplit) {
+      float s = 0.0f;
+      if (chain_scale(ua, ub, s)) {
+        compute_rows_chained(c, ua, ub, s);
+        return;
+      }
+    }
+    for (int u = ua; u < ub; ++u) compute_row<false>(c, u, 0.0f);
   }
 
   /// Split: whether this warp's rows for kernel rows [ua, ub) all share one scale 2^-e_x (rows

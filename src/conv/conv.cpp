@@ -111,7 +111,8 @@ std::vector<Precision> conv_supported_precisions(ConvMethod method, DeviceKind d
     case ConvMethod::Tensor:
       return gpu ? std::vector<P>{P::Mixed, P::BF16, P::Split} : std::vector<P>{};
     case ConvMethod::Separable:
-      return gpu ? std::vector<P>{P::Double, P::Single, P::Mixed, P::BF16} : std::vector<P>{};
+      return gpu ? std::vector<P>{P::Double, P::Single, P::Half, P::Mixed, P::BF16}
+                 : std::vector<P>{};
     case ConvMethod::Cudnn:
       // Only where cuDNN was found at configure time (HALFSCOPE_WITH_CUDNN).
       return gpu && HALFSCOPE_WITH_CUDNN ? std::vector<P>{P::Single, P::Half, P::Mixed}

@@ -176,4 +176,16 @@ void register_run_half(const Geometry& g, Precision p, kernels::ConvArgs a, cuda
 void register_run_mixed(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t s);
 void register_run_bf16(const Geometry& g, Precision p, kernels::ConvArgs a, cudaStream_t s);
 
+// The streaming register kernel for a rank-one kernel k(u, v) = col[u] row[v] (separable_cuda,
+// FP32 and FP16 storage families): false, with nothing launched, where it does not apply
+// (register_launch.cuh's separable_stream_run).
+bool separable_stream_single(const Geometry& g, Precision p, kernels::ConvArgs a,
+                             const kernels::SepTaps& taps, cudaStream_t s);
+bool separable_stream_half(const Geometry& g, Precision p, kernels::ConvArgs a,
+                           const kernels::SepTaps& taps, cudaStream_t s);
+bool separable_stream_mixed(const Geometry& g, Precision p, kernels::ConvArgs a,
+                            const kernels::SepTaps& taps, cudaStream_t s);
+bool separable_stream_bf16(const Geometry& g, Precision p, kernels::ConvArgs a,
+                           const kernels::SepTaps& taps, cudaStream_t s);
+
 }  // namespace halfscope::conv::detail

@@ -8,4 +8,9 @@ void register_run_bf16(const Geometry& g, Precision p, kernels::ConvArgs a, cuda
   register_run<kernels::PrecBF16>(g, p, a, s);
 }
 
+bool separable_stream_bf16(const Geometry& g, Precision p, kernels::ConvArgs a,
+                           const kernels::SepTaps& taps, cudaStream_t s) {
+  return separable_stream_run<kernels::PrecBF16>(g, p, a, taps, s);
+}
+
 }  // namespace halfscope::conv::detail

@@ -9,4 +9,9 @@ void register_run_half(const Geometry& g, Precision p, kernels::ConvArgs a, cuda
   register_run<kernels::PrecHalf>(g, p, a, s);
 }
 
+bool separable_stream_half(const Geometry& g, Precision p, kernels::ConvArgs a,
+                           const kernels::SepTaps& taps, cudaStream_t s) {
+  return separable_stream_run<kernels::PrecHalf>(g, p, a, taps, s);
+}
+
 }  // namespace halfscope::conv::detail

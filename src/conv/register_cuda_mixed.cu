@@ -8,4 +8,9 @@ void register_run_mixed(const Geometry& g, Precision p, kernels::ConvArgs a, cud
   register_run<kernels::PrecMixed>(g, p, a, s);
 }
 
+bool separable_stream_mixed(const Geometry& g, Precision p, kernels::ConvArgs a,
+                            const kernels::SepTaps& taps, cudaStream_t s) {
+  return separable_stream_run<kernels::PrecMixed>(g, p, a, taps, s);
+}
+
 }  // namespace halfscope::conv::detail

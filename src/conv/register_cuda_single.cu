@@ -8,4 +8,9 @@ void register_run_single(const Geometry& g, Precision p, kernels::ConvArgs a, cu
   register_run<kernels::PrecSingle>(g, p, a, s);
 }
 
+bool separable_stream_single(const Geometry& g, Precision p, kernels::ConvArgs a,
+                             const kernels::SepTaps& taps, cudaStream_t s) {
+  return separable_stream_run<kernels::PrecSingle>(g, p, a, taps, s);
+}
+
 }  // namespace halfscope::conv::detail

@@ -68,31 +68,35 @@ bool dispatch_tile(int kw, const kernels::RegArgs& a, const DeviceLimits& dev, c
   return launched;
 }
 
-/// Launches the streaming kernel of width KW whose window reaches LEAD columns left of an output.
-template <class Prec, int KW, int LEAD>
-void launch_stream(const kernels::RegArgs& a, cudaStream_t s) {
+/// Launches the streaming kernel of width KW whose window reaches LEAD columns left of an output
+/// (SEP: the rank-one kernel `sep`).
+template <class Prec, int KW, int LEAD, bool SEP>
+void launch_stream(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStream_t s) {
   constexpr bool wide16 = !std::is_same_v<Prec, kernels::PrecSingle> &&
                           !std::is_same_v<Prec, kernels::PrecHalf>;  // FP32 arithmetic, 16-bit
   constexpr bool fp32 = std::is_same_v<Prec, kernels::PrecSingle>;
-  constexpr int Q = rt::kStreamRows;
+  constexpr bool half = std::is_same_v<Prec, kernels::PrecHalf>;
+  constexpr int Q = SEP ? rt::stream_separable_rows(KW, half) : rt::kStreamRows;
+  constexpr int minb = Q == rt::kStreamRows ? rt::stream_min_blocks(KW, wide16, fp32)
+                                            : rt::kStreamSeparableTallMinBlocks;
   const auto plan = register_plan::plan_stream(Q, a.c.out_rows, a.c.out_cols);
   const dim3 grid(grid_x(plan.grid_x, "register_cuda"), grid_y(plan.grid_y));
-  kernels::register_stream_kernel<Prec, KW, LEAD, Q, rt::stream_min_blocks(KW, wide16, fp32)>
-      <<<grid, dim3(plan.tx), 0, s>>>(a);
+  kernels::register_stream_kernel<Prec, KW, LEAD, Q, minb, SEP>
+      <<<grid, dim3(plan.tx), 0, s>>>(a, sep);
   HS_CHECK_LAUNCH();
 }
 
 /// The streaming kernel for width KW when the output's column offset is one it is built for
 /// (`same`, `valid`, `full`: the window reaches KW / 2, 0 or KW - 1 columns left).
-template <class Prec, int KW>
-bool stream_width(const kernels::RegArgs& a, cudaStream_t s) {
+template <class Prec, int KW, bool SEP = false>
+bool stream_width(const kernels::RegArgs& a, cudaStream_t s, const kernels::SepTaps& sep = {}) {
   const long long lead = KW - 1 - a.c.col0;
   if (lead == KW / 2)
-    launch_stream<Prec, KW, KW / 2>(a, s);
+    launch_stream<Prec, KW, KW / 2, SEP>(a, sep, s);
   else if (lead == 0)
-    launch_stream<Prec, KW, 0>(a, s);
+    launch_stream<Prec, KW, 0, SEP>(a, sep, s);
   else if (lead == KW - 1)
-    launch_stream<Prec, KW, KW - 1>(a, s);
+    launch_stream<Prec, KW, KW - 1, SEP>(a, sep, s);
   else
     return false;
   return true;
@@ -210,6 +214,39 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
     lock.release();
   }
   if (overflow) overflow->finish();
+}
+
+/// The streaming kernel for a rank-one kernel (separable_cuda; SEP mode): odd square kernels of
+/// widths 3-7 on 16-byte aligned image rows, at the column offsets it is built for (`same`,
+/// `valid`, `full`). Returns false, having launched nothing, where it does not apply (and under
+/// HALFSCOPE_CONV_STREAM=0, so the tests can run the two-pass kernels there too).
+template <class Prec>
+bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args,
+                          const kernels::SepTaps& taps, cudaStream_t s) {
+  using R = typename Prec::R;
+  const long long kw = g.krows, lead = kw - 1 - g.col0;
+  if (stream_disabled_by_env() || g.krows != g.kcols || kw % 2 == 0 || kw < 3 ||
+      kw > rt::kStreamMaxWidth ||
+      !rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R))) ||
+      (lead != kw / 2 && lead != 0 && lead != kw - 1))
+    return false;
+  std::optional<OverflowCheck> overflow;  // narrow storage (overflow_check.hpp)
+  if constexpr (Prec::kNarrow) {
+    overflow.emplace(s, "separable_cuda", p, g.out_rows * g.out_cols);
+    args.overflow = overflow->counter();
+  }
+  kernels::RegArgs a;
+  a.c = args;
+  a.vec_in = 1;
+  a.vec_out = rows_aligned16(args.out, g.out_cols * static_cast<std::int64_t>(sizeof(R)));
+  if (kw == 3)
+    stream_width<Prec, 3, true>(a, s, taps);
+  else if (kw == 5)
+    stream_width<Prec, 5, true>(a, s, taps);
+  else
+    stream_width<Prec, 7, true>(a, s, taps);
+  if (overflow) overflow->finish();
+  return true;
 }
 
 }  // namespace halfscope::conv::detail

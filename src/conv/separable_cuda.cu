@@ -1,7 +1,9 @@
 // GPU backend `separable`: a kernel that is a sum of a few outer products (separable.hpp) runs as
 // a row pass into an intermediate in the arithmetic type, then a column pass that sums the terms
-// (kernels/separable.cuh). FP64, FP32, and FP16 / BF16 storage with FP32 arithmetic (mixed,
-// bf16); FP16 arithmetic (half) is not offered: its intermediate would round every pass.
+// (kernels/separable.cuh); a rank-one kernel of width 3-7 on aligned rows in one pass instead,
+// through the register method's streaming kernel (stream_rank_one). FP64, FP32, FP16 (half: FP16
+// arithmetic, the row sums rounded to FP16 as every FP16 multiply-add is) and FP16 / BF16 storage
+// with FP32 arithmetic (mixed, bf16).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -19,6 +21,7 @@
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
+#include "halfscope/core/half.hpp"
 
 namespace halfscope::conv {
 namespace {
@@ -31,8 +34,8 @@ using detail::grid_y;
 using detail::make_conv_args;
 
 constexpr const char* kName = "separable (GPU) convolution";
-constexpr Precision kSupported[] = {Precision::Double, Precision::Single, Precision::Mixed,
-                                    Precision::BF16};
+constexpr Precision kSupported[] = {Precision::Double, Precision::Single, Precision::Half,
+                                    Precision::Mixed, Precision::BF16};
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) {
   return (x + m - 1) / m * m;
@@ -107,6 +110,39 @@ void run(const Geometry& g, Precision p, const Array& image, const Array& kernel
   if (overflow) overflow->finish();
 }
 
+// A rank-one kernel of width 3-7 on aligned rows: one streaming pass (the register method's
+// streaming kernel with a row sum per input row, register_launch.cuh) instead of two passes
+// through an intermediate. False where that kernel does not apply.
+bool stream_rank_one(const Geometry& g, Precision p, const Array& image, const Array& kernel,
+                     Array& out, const SeparableFactors& f, cudaStream_t stream) {
+  if (g.krows > kernels::SepTaps::kMaxWidth || g.krows != g.kcols) return false;
+  kernels::SepTaps taps{};
+  const auto half2_bits = [](double v) {
+    const std::uint32_t h = float_to_half_bits_rne(static_cast<float>(v));  // exact: see half.hpp
+    return h | (h << 16);
+  };
+  for (std::int64_t t = 0; t < g.krows; ++t) {
+    const double r = f.row[static_cast<std::size_t>(t)], c = f.col[static_cast<std::size_t>(t)];
+    taps.row[t] = static_cast<float>(r);
+    taps.col[t] = static_cast<float>(c);
+    taps.row2[t] = half2_bits(r);
+    taps.col2[t] = half2_bits(c);
+  }
+  const kernels::ConvArgs a = make_conv_args(g, image, kernel, out);
+  switch (p) {
+    case Precision::Single:
+      return detail::separable_stream_single(g, p, a, taps, stream);
+    case Precision::Half:
+      return detail::separable_stream_half(g, p, a, taps, stream);
+    case Precision::Mixed:
+      return detail::separable_stream_mixed(g, p, a, taps, stream);
+    case Precision::BF16:
+      return detail::separable_stream_bf16(g, p, a, taps, stream);
+    default:
+      return false;  // FP64: the two passes
+  }
+}
+
 }  // namespace
 
 void separable_cuda(const Geometry& g, Precision p, const Array& image, const Array& kernel,
@@ -128,12 +164,16 @@ void separable_cuda(const Geometry& g, Precision p, const Array& image, const Ar
                        "x" + std::to_string(factors->kcols) + " kernel (rank " +
                        std::to_string(factors->rank) + ") given for a " + std::to_string(g.krows) +
                        "x" + std::to_string(g.kcols) + " kernel");
+  if (factors->rank == 1 && stream_rank_one(g, p, image, kernel, out, *factors, stream)) return;
   switch (p) {
     case Precision::Double:
       run<kernels::PrecDouble>(g, p, image, kernel, out, *factors, stream);
       break;
     case Precision::Single:
       run<kernels::PrecSingle>(g, p, image, kernel, out, *factors, stream);
+      break;
+    case Precision::Half:
+      run<kernels::PrecHalf>(g, p, image, kernel, out, *factors, stream);
       break;
     case Precision::Mixed:
       run<kernels::PrecMixed>(g, p, image, kernel, out, *factors, stream);

@@ -82,7 +82,13 @@ void check(const Geometry& g, Precision p, const std::vector<float>& kernel, std
 
 template <class S>
 void check_all(Precision p, std::uint64_t seed) {
-  for (const Shape4& s : shapes())
+  // The CPU backends' shapes, then 16-byte aligned rows at widths 5 and 7 (3: {16, 16, 3, 3}),
+  // where a rank-one kernel runs the streaming register kernel (full, same, valid) and the
+  // other column offsets and ranks the two passes (both again under HALFSCOPE_CONV_STREAM=0).
+  std::vector<Shape4> all = shapes();
+  for (const Shape4& s : {Shape4{24, 64, 5, 5}, Shape4{40, 72, 7, 7}, Shape4{3, 8, 7, 7}})
+    all.push_back(s);
+  for (const Shape4& s : all)
     for (int rank : {1, 2})
       for (const Geometry& g : geometries(s))
         check<S>(g, p, low_rank_kernel(s.krows, s.kcols, rank, seed), seed), ++seed;
@@ -114,6 +120,11 @@ TEST(SeparableConvGpu, SingleF32InF32Out) {
   check_all<float>(Precision::Single, 200);
 }
 
+TEST(SeparableConvGpu, HalfF16InF16ArithmeticF16Out) {
+  HS_REQUIRE_GPU();
+  check_all<Half>(Precision::Half, 500);
+}
+
 TEST(SeparableConvGpu, MixedF16InF32ArithmeticF16Out) {
   HS_REQUIRE_GPU();
   check_all<Half>(Precision::Mixed, 300);
@@ -133,7 +144,7 @@ ConvOptions gpu_options(ConvMethod m, Precision p) {
   return o;
 }
 
-TEST(SeparableConvGpu, FullRankKernelsAndHalfArithmeticAreRefusedByName) {
+TEST(SeparableConvGpu, FullRankKernelsAndTf32AreRefusedByName) {
   HS_REQUIRE_GPU();
   const Array img = Array::from_values<float>(test::random_floats(64 * 64, -1, 1, 5), {64, 64});
   const Array noise = Array::from_values<float>(test::random_floats(15 * 15, -1, 1, 6), {15, 15});
@@ -147,21 +158,27 @@ TEST(SeparableConvGpu, FullRankKernelsAndHalfArithmeticAreRefusedByName) {
   }
   try {
     (void)convolve2d(img, sim::gaussian_kernel(15),
-                     gpu_options(ConvMethod::Separable, Precision::Half));
-    FAIL() << "half was accepted";
+                     gpu_options(ConvMethod::Separable, Precision::TF32));
+    FAIL() << "tf32 was accepted";
   } catch (const Unsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("double, single, mixed, bf16"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("double, single, half, mixed, bf16"), std::string::npos)
         << e.what();
   }
 }
 
 TEST(SeparableConvGpu, Fp16OutputOverflowIsANumericalError) {
   HS_REQUIRE_GPU();
-  // Every input fits FP16; a 9x9 box of ones sums 81 x 60000.
+  // Every input fits FP16; a box of ones sums 49 or 81 x 60000 (7x7: the streaming kernel, whose
+  // half row sums overflow before the output does; 9x9: the two passes).
   const Array img = Array::from_values<float>(std::vector<float>(32 * 32, 60000.0f), {32, 32});
-  const Array ker = Array::from_values<float>(std::vector<float>(81, 1.0f), {9, 9});
-  EXPECT_THROW((void)convolve2d(img, ker, gpu_options(ConvMethod::Separable, Precision::Mixed)),
-               NumericalError);
+  for (std::int64_t w : {7, 9}) {
+    const Array ker = Array::from_values<float>(
+        std::vector<float>(static_cast<std::size_t>(w * w), 1.0f), {w, w});
+    for (Precision p : {Precision::Half, Precision::Mixed})
+      EXPECT_THROW((void)convolve2d(img, ker, gpu_options(ConvMethod::Separable, p)),
+                   NumericalError)
+          << precision_name(p) << " " << w << "x" << w;
+  }
 }
 
 TEST(SeparableConvGpu, AutoWithoutMeasuringTakesItForWideLowRankKernelsOnly) {
@@ -170,7 +187,8 @@ TEST(SeparableConvGpu, AutoWithoutMeasuringTakesItForWideLowRankKernelsOnly) {
   ConvOptions o = gpu_options(ConvMethod::Auto, Precision::Single);
   o.plan_by_measuring = false;
   EXPECT_EQ(conv_resolve_method(img, sim::gaussian_kernel(15), o), ConvMethod::Separable);
-  EXPECT_EQ(conv_resolve_method(img, sim::gaussian_kernel(7), o), ConvMethod::Register);
+  EXPECT_EQ(conv_resolve_method(img, sim::gaussian_kernel(7), o), ConvMethod::Separable);
+  EXPECT_EQ(conv_resolve_method(img, sim::gaussian_kernel(5), o), ConvMethod::Register);
   const Array noise = Array::from_values<float>(test::random_floats(15 * 15, -1, 1, 9), {15, 15});
   EXPECT_EQ(conv_resolve_method(img, noise, o), ConvMethod::Register);
   o.precision = Precision::Split;  // FP32-grade: separable in single serves it

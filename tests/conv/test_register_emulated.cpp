@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -115,7 +116,7 @@ bool stream(const kernels::RegArgs& a) {
     const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
     emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1>,
                 dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
-                dim3(plan.tx), 0, a);
+                dim3(plan.tx), 0, a, kernels::SepTaps{});
     return true;
   };
   if (lead == KW / 2) return go.template operator()<KW / 2>();
@@ -300,6 +301,126 @@ TEST(EmulatedConvNaiveRegister, OverflowCountedOnlyFromFiniteInputs) {
         EXPECT_NO_THROW(
             run(m, p, geometry(inf, {"same", 20, 24, 1, 1}, Boundary::Zero), inf, kSms));
       }
+}
+
+// The streaming kernel for rank-one kernels (SEP: what separable_cuda runs at widths 3-7 on
+// aligned rows). Per output, FP32 row sums s_u = sum_v row[v] in(i + row0 - u, j + col0 - v), v
+// ascending, then sum_u col[u] s_u, u ascending: emulated bit for bit here, and within the
+// direct methods' FP64 bound (the two passes' 2 KW roundings are fewer than KW^2).
+std::vector<double> grid_factor(std::int64_t n, std::uint64_t seed) {
+  // Multiples of 1/8 in [-1, 1], never 0: at most 3 significant bits, so every tap col[u] row[v]
+  // is exact in FP16 and BF16 storage and the stored kernel is exactly of rank one.
+  std::vector<double> f;
+  for (float x : test::random_floats(n, -1.0f, 1.0f, seed)) {
+    const double v = std::round(x * 8.0) / 8.0;
+    f.push_back(v == 0 ? 0.125 : v);
+  }
+  return f;
+}
+
+/// The streaming kernel of width KW in SEP mode (separable_cuda's rank-one path), or false where
+/// its column offset is not one it is built for.
+template <class Prec, int KW>
+bool separable(const kernels::RegArgs& a, const kernels::SepTaps& taps) {
+  const long long lead = KW - 1 - a.c.col0;
+  const auto go = [&]<int LEAD>() {
+    constexpr int Q = rt::stream_separable_rows(KW, std::is_same_v<Prec, kernels::PrecHalf>);
+    const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
+    emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1, true>,
+                dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
+                dim3(plan.tx), 0, a, taps);
+    return true;
+  };
+  if (lead == KW / 2) return go.template operator()<KW / 2>();
+  if (lead == 0) return go.template operator()<0>();
+  if (lead == KW - 1) return go.template operator()<KW - 1>();
+  return false;
+}
+
+template <class Prec, int KW>
+void check_separable_stream(Precision p, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  Data d = make_data(rows, cols, KW, KW, storage_dtype(p), seed);
+  const std::vector<double> col = grid_factor(KW, seed + 2), row = grid_factor(KW, seed + 3);
+  kernels::SepTaps taps{};
+  for (int t = 0; t < KW; ++t) {
+    taps.col[t] = static_cast<float>(col[static_cast<std::size_t>(t)]);
+    taps.row[t] = static_cast<float>(row[static_cast<std::size_t>(t)]);
+    // Multiples of 1/8 with 3 significant bits: exact in FP16, here in both halves of a word.
+    taps.col2[t] = 0x10001u * float_to_half_bits_rne(taps.col[t]);
+    taps.row2[t] = 0x10001u * float_to_half_bits_rne(taps.row[t]);
+    for (int v = 0; v < KW; ++v)
+      d.ker[static_cast<std::size_t>(t * KW + v)] =
+          col[static_cast<std::size_t>(t)] * row[static_cast<std::size_t>(v)];
+  }
+  int ran = 0;
+  for (Boundary b : {Boundary::Zero, Boundary::Circular})
+    for (const Window& w : windows(rows, cols, KW, KW)) {
+      const Geometry g = geometry(d, w, b);
+      Inputs in = inputs(p, g, d);
+      kernels::RegArgs a;
+      a.c = in.args;
+      a.c.overflow = &in.overflow;
+      const auto bytes = static_cast<std::int64_t>(sizeof(typename Prec::R));
+      const auto aligned = [](const void* ptr, std::int64_t row_bytes) {
+        return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0 && row_bytes % 16 == 0;
+      };
+      a.vec_in = aligned(a.c.image, g.cols * bytes);
+      a.vec_out = aligned(a.c.out, g.out_cols * bytes);
+      ASSERT_TRUE(a.vec_in) << "the cases have 16-byte aligned rows";
+      if (!separable<Prec, KW>(a, taps)) continue;  // a column offset it is not built for
+      ++ran;
+      const std::string name = label("separable stream", p, d, w.name, b);
+      EXPECT_EQ(in.overflow, 0u) << name;
+      expect_matches(in.out, p, g, d, name, {.bound = true, .exact = false});
+      long long bad = 0;
+      for (std::int64_t i = 0; i < g.out_rows; ++i)
+        for (std::int64_t j = 0; j < g.out_cols; ++j) {
+          // FP32 arithmetic, or FP16 (half): each multiply-add exact, then rounded to FP16.
+          const auto fma = [p](double k, double x, double acc) {
+            return p == Precision::Half
+                       ? static_cast<double>(Half(std::fma(k, x, acc)).to_float())
+                       : static_cast<double>(std::fmaf(static_cast<float>(k), static_cast<float>(x),
+                                                       static_cast<float>(acc)));
+          };
+          double acc = 0.0;
+          for (int u = 0; u < KW; ++u) {
+            double sum = 0.0;
+            for (int v = 0; v < KW; ++v)
+              sum = fma(taps.row[v], d.in(i + g.row0 - u, j + g.col0 - v, b), sum);
+            acc = fma(taps.col[u], sum, acc);
+          }
+          const double want = p == Precision::Mixed  ? Half(acc).to_float()
+                              : p == Precision::BF16 ? BFloat16(acc).to_float()
+                                                     : acc;
+          if (in.out.at_as_double(i * g.out_cols + j) != want && bad++ == 0)
+            ADD_FAILURE() << name << ": out(" << i << ", " << j
+                          << ") = " << digits(in.out.at_as_double(i * g.out_cols + j))
+                          << ", emulation " << digits(want);
+        }
+      EXPECT_EQ(bad, 0) << name;
+    }
+  EXPECT_GE(ran, 4) << "width " << KW;  // full, same, valid at both boundaries at least
+}
+
+TEST(EmulatedConvRegister, SeparableStreamRankOne_AllNarrowAndSingle) {
+  for (Precision p : {Precision::Single, Precision::Half, Precision::Mixed, Precision::BF16}) {
+    const auto each = [&]<class Prec>() {
+      check_separable_stream<Prec, 3>(p, 64, 256, 11);
+      check_separable_stream<Prec, 3>(p, 2, 8, 12);  // kernel taller than the image
+      check_separable_stream<Prec, 5>(p, 40, 136, 13);
+      check_separable_stream<Prec, 5>(p, 9, 16, 14);
+      check_separable_stream<Prec, 7>(p, 21, 264, 15);
+      check_separable_stream<Prec, 7>(p, 5, 8, 16);
+    };
+    if (p == Precision::Single)
+      each.template operator()<kernels::PrecSingle>();
+    else if (p == Precision::Half)
+      each.template operator()<kernels::PrecHalf>();
+    else if (p == Precision::Mixed)
+      each.template operator()<kernels::PrecMixed>();
+    else
+      each.template operator()<kernels::PrecBF16>();
+  }
 }
 #endif
 

@@ -110,6 +110,18 @@ struct ConvArgs {
   unsigned int* overflow = nullptr;  // FP16/BF16 storage: outputs non-finite from finite inputs
 };
 
+/// The factors of a rank-one kernel, k(u, v) = col[u] row[v], for the register method's streaming
+/// kernel when the separable method runs it (separable_cuda, widths up to 7). Passed by value as
+/// a kernel parameter, so a call uploads nothing and the FFMAs read the taps from the parameter
+/// bank as they read constant memory.
+struct SepTaps {
+  static constexpr int kMaxWidth = 7;  // register_tuning::kStreamMaxWidth
+  float row[kMaxWidth];                // FP32 arithmetic
+  float col[kMaxWidth];
+  unsigned row2[kMaxWidth];  // FP16 arithmetic: each tap in both halves of an HFMA2 operand
+  unsigned col2[kMaxWidth];
+};
+
 /// in(y, x) of geometry.hpp: the image inside, 0 (zero boundary) or the wrapped pixel outside.
 template <class R>
 __device__ inline R load_bounded(const R* img, long long rows, long long cols, bool circular,

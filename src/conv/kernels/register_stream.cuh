@@ -20,6 +20,8 @@
 
 namespace halfscope::conv::kernels {
 
+static_assert(register_tuning::kStreamMaxWidth <= SepTaps::kMaxWidth);
+
 /// The window of a thread's 8 outputs: LEAD = KW - 1 - col0 columns of the kernel reach left of
 /// its first output (KW - 1 for `full`, KW / 2 for `same`, 0 for `valid`); the window holds whole
 /// 4-pixel chunks, from column j0 - lead_a to j0 + 8 + trail_a.
@@ -132,10 +134,11 @@ __device__ inline void load_window_row_edge(const ConvArgs& c, long long y,
 }
 
 /// Block: kStreamThreads threads along a row, 8 outputs each; grid.x walks column spans, grid.y
-/// groups of Q rows (looping beyond 65535).
-template <class Prec, int KW, int LEAD, int Q, int MINB>
+/// groups of Q rows (looping beyond 65535). SEP: a rank-one kernel given by its factors `sep`
+/// (accumulate_row_separable), else the taps in c_reg_kernel.
+template <class Prec, int KW, int LEAD, int Q, int MINB, bool SEP = false>
 __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
-    register_stream_kernel(const RegArgs a) {
+    register_stream_kernel(const RegArgs a, const SepTaps sep) {
   using R = typename Prec::R;
   using Win = StreamWindow<R, KW, LEAD>;
   constexpr int RW = Q + KW - 1;  // input rows per thread
@@ -168,8 +171,12 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
         for (int m = 0; m < 4; ++m) acc[q][m] = __half2half2(__ushort_as_half(0));
       }
       HS_UNROLL
-      for (int r = RW - 1; r >= 0; --r)  // bottom-up: taps (u, v) ascending per output
-        accumulate_row_half<KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      for (int r = RW - 1; r >= 0; --r) {  // bottom-up: taps (u, v) ascending per output
+        if constexpr (SEP)
+          accumulate_row_separable_half<KW, 8, Q, Win::kShift>(sep, win[r], r, acc);
+        else
+          accumulate_row_half<KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      }
       bad = store_rows_half<8, Q>(a, acc, i0, j0);
     } else {
       float acc[Q][8];
@@ -179,8 +186,12 @@ __global__ void __launch_bounds__(register_tuning::kStreamThreads, MINB)
         for (int p = 0; p < 8; ++p) acc[q][p] = 0.0f;
       }
       HS_UNROLL
-      for (int r = RW - 1; r >= 0; --r)
-        accumulate_row<Prec, KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      for (int r = RW - 1; r >= 0; --r) {
+        if constexpr (SEP)
+          accumulate_row_separable<Prec, KW, 8, Q, Win::kShift>(sep, win[r], r, acc);
+        else
+          accumulate_row<Prec, KW, 8, Q, Win::kShift>(a, win[r], r, acc);
+      }
       bad = store_rows<Prec, 8, Q>(a, acc, i0, j0);
     }
     if constexpr (Prec::kNarrow)

@@ -62,7 +62,7 @@ def conv_tables(report):
     out.append("| --- | --- | --- | --- | --- | --- |")
     for c in sorted(cases, key=lambda c: (c["params"]["rows"], c["params"]["kernel"], c["method"])):
         if c["implementation"] == "halfscope" and c["precision"] in ("half", "mixed") and c["params"]["kernel"] <= 7 \
-                and c["method"] in ("register", "naive") and c["params"]["rows"] >= 4096:
+                and c["method"] in ("register", "naive", "separable", "auto") and c["params"]["rows"] >= 4096:
             out.append(f"| {c['params']['rows']} | {c['params']['kernel']} | {c['method']} | {c['precision']} | "
                        f"{fmt(c.get('GBps'), '.0f')} | {fmt(c['GBps'] / copy * 100 if copy and c.get('GBps') else None, '.0f')} % |")
     out.append("\n#### Tensor split against FP32 register (error ratio, speed-up)\n")

@@ -152,21 +152,31 @@ void launch_generic(kernels::RegArgs a, const DeviceLimits& dev, cudaStream_t s)
   HS_CHECK_LAUNCH();
 }
 
-/// register_cuda for one precision: arguments already checked by register_cuda.cu.
+/// The register kernels' arguments for a call: the rows' alignment, and for narrow storage the
+/// overflow counter of `overflow`, emplaced here (overflow_check.hpp) and finished by the caller.
 template <class Prec>
-void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaStream_t s) {
+kernels::RegArgs start_call(const Geometry& g, Precision p, kernels::ConvArgs args, cudaStream_t s,
+                            const char* method, std::optional<OverflowCheck>& overflow) {
   using R = typename Prec::R;
-  using T = typename kernels::CoefOf<Prec>::T;
-  const DeviceLimits dev = current_device_limits();
-  std::optional<OverflowCheck> overflow;  // narrow storage (overflow_check.hpp)
   if constexpr (Prec::kNarrow) {
-    overflow.emplace(s, "register_cuda", p, g.out_rows * g.out_cols);
+    overflow.emplace(s, method, p, g.out_rows * g.out_cols);
     args.overflow = overflow->counter();
   }
   kernels::RegArgs a;
   a.c = args;
   a.vec_in = rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R)));
   a.vec_out = rows_aligned16(args.out, g.out_cols * static_cast<std::int64_t>(sizeof(R)));
+  return a;
+}
+
+/// register_cuda for one precision: arguments already checked by register_cuda.cu.
+template <class Prec>
+void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaStream_t s) {
+  using R = typename Prec::R;
+  using T = typename kernels::CoefOf<Prec>::T;
+  const DeviceLimits dev = current_device_limits();
+  std::optional<OverflowCheck> overflow;
+  kernels::RegArgs a = start_call<Prec>(g, p, args, s, "register_cuda", overflow);
 
   // Taps as CoefOf<Prec>::T: the caller's array itself, except mixed / bf16 (widened to FP32
   // first, into `dst`).
@@ -230,15 +240,8 @@ bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args
       !rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R))) ||
       (lead != kw / 2 && lead != 0 && lead != kw - 1))
     return false;
-  std::optional<OverflowCheck> overflow;  // narrow storage (overflow_check.hpp)
-  if constexpr (Prec::kNarrow) {
-    overflow.emplace(s, "separable_cuda", p, g.out_rows * g.out_cols);
-    args.overflow = overflow->counter();
-  }
-  kernels::RegArgs a;
-  a.c = args;
-  a.vec_in = 1;
-  a.vec_out = rows_aligned16(args.out, g.out_cols * static_cast<std::int64_t>(sizeof(R)));
+  std::optional<OverflowCheck> overflow;
+  const kernels::RegArgs a = start_call<Prec>(g, p, args, s, "separable_cuda", overflow);
   if (kw == 3)
     stream_width<Prec, 3, true>(a, s, taps);
   else if (kw == 5)

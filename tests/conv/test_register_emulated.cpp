@@ -106,17 +106,19 @@ void tile(const kernels::RegArgs& a0, int sms) {
               dim3(plan.tx, plan.ty), plan.smem_bytes, a);
 }
 
-/// The streaming kernel of width KW (register_launch.cuh's stream_width), or false where its
-/// column offset is not one it is built for.
-template <class Prec, int KW>
-bool stream(const kernels::RegArgs& a) {
+/// The streaming kernel of width KW (register_launch.cuh's stream_width; SEP: its rank-one mode
+/// with `taps`, separable_cuda's path), or false where its column offset is not one it is built
+/// for.
+template <class Prec, int KW, bool SEP = false>
+bool stream(const kernels::RegArgs& a, const kernels::SepTaps& taps = {}) {
   const long long lead = KW - 1 - a.c.col0;
   const auto go = [&]<int LEAD>() {
-    constexpr int Q = rt::kStreamRows;
+    constexpr int Q = SEP ? rt::stream_separable_rows(KW, std::is_same_v<Prec, kernels::PrecHalf>)
+                          : rt::kStreamRows;
     const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
-    emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1>,
+    emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1, SEP>,
                 dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
-                dim3(plan.tx), 0, a, kernels::SepTaps{});
+                dim3(plan.tx), 0, a, taps);
     return true;
   };
   if (lead == KW / 2) return go.template operator()<KW / 2>();
@@ -318,25 +320,6 @@ std::vector<double> grid_factor(std::int64_t n, std::uint64_t seed) {
   return f;
 }
 
-/// The streaming kernel of width KW in SEP mode (separable_cuda's rank-one path), or false where
-/// its column offset is not one it is built for.
-template <class Prec, int KW>
-bool separable(const kernels::RegArgs& a, const kernels::SepTaps& taps) {
-  const long long lead = KW - 1 - a.c.col0;
-  const auto go = [&]<int LEAD>() {
-    constexpr int Q = rt::stream_separable_rows(KW, std::is_same_v<Prec, kernels::PrecHalf>);
-    const auto plan = rp::plan_stream(Q, a.c.out_rows, a.c.out_cols);
-    emu::launch(&kernels::register_stream_kernel<Prec, KW, LEAD, Q, 1, true>,
-                dim3(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid_y)),
-                dim3(plan.tx), 0, a, taps);
-    return true;
-  };
-  if (lead == KW / 2) return go.template operator()<KW / 2>();
-  if (lead == 0) return go.template operator()<0>();
-  if (lead == KW - 1) return go.template operator()<KW - 1>();
-  return false;
-}
-
 template <class Prec, int KW>
 void check_separable_stream(Precision p, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   Data d = make_data(rows, cols, KW, KW, storage_dtype(p), seed);
@@ -367,7 +350,7 @@ void check_separable_stream(Precision p, std::int64_t rows, std::int64_t cols, s
       a.vec_in = aligned(a.c.image, g.cols * bytes);
       a.vec_out = aligned(a.c.out, g.out_cols * bytes);
       ASSERT_TRUE(a.vec_in) << "the cases have 16-byte aligned rows";
-      if (!separable<Prec, KW>(a, taps)) continue;  // a column offset it is not built for
+      if (!stream<Prec, KW, true>(a, taps)) continue;  // a column offset it is not built for
       ++ran;
       const std::string name = label("separable stream", p, d, w.name, b);
       EXPECT_EQ(in.overflow, 0u) << name;

@@ -205,8 +205,8 @@ TEST_P(TensorPrecision, NetworkShortMoveoutsWeights) {
 }
 
 /// Network, step 1: the stack added to from the accumulators (direct epilogue) equals the stack
-/// added to from the staged CC tile (HALFSCOPE_MF_TENSOR_DIRECT=0) bit for bit (same CC values,
-/// same fma, same channel order), and both meet the bound; T = 21 leaves padding rows and the
+/// added to from the staged tile of w CC (HALFSCOPE_MF_TENSOR_DIRECT=0) bit for bit (same
+/// values, same additions, same channel order), and both meet the bound; T = 21 leaves padding rows and the
 /// moveouts push windows off both ends of the data.
 TEST_P(TensorPrecision, NetworkDirectMatchesStaged) {
   HS_REQUIRE_GPU();

@@ -110,12 +110,11 @@ __device__ __forceinline__ int clamp_offset(std::int64_t off) {
                                              : (off > (1ll << 30) ? (1ll << 30) : off));
 }
 
-/// Network, direct epilogue: adds w * v.x and w * v.y to the stack row at outputs at and at + 1
+/// Network, direct epilogue: adds v.x and v.y (w CC) to the stack row at outputs at and at + 1
 /// (those in [0, lim)).
-__device__ __forceinline__ void add_to_stack(float* row, int at, int lim, float w, float2 v) {
-  if (static_cast<unsigned>(at) < static_cast<unsigned>(lim)) row[at] = __fmaf_rn(w, v.x, row[at]);
-  if (static_cast<unsigned>(at + 1) < static_cast<unsigned>(lim))
-    row[at + 1] = __fmaf_rn(w, v.y, row[at + 1]);
+__device__ __forceinline__ void add_to_stack(float* row, int at, int lim, float2 v) {
+  if (static_cast<unsigned>(at) < static_cast<unsigned>(lim)) row[at] += v.x;
+  if (static_cast<unsigned>(at + 1) < static_cast<unsigned>(lim)) row[at + 1] += v.y;
 }
 
 /// Converts the raw tile of a step into the even / odd FP16 (BF16) pair copies, scaled by
@@ -290,38 +289,47 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(O == Operand::Spl
         if (g >= rows) lim = 0;  // padding templates: nothing to write in either row
       }
       const int lim1 = !kNetwork && direct && g + 8 < rows ? lim : 0;
+      // The pass over the accumulators, compiled per path: direct is uniform over the block, so
+      // no branch per pair. In network mode rf and rs carry w (Slot), so the values are w CC,
+      // clamped to |w|.
+      const float cl0 = kNetwork ? fabsf(s.w[g]) : 1.0f, cl1 = kNetwork ? fabsf(s.w[g + 8]) : 1.0f;
+      const auto pass = [&](auto direct_path) {
+        constexpr bool kDirect = decltype(direct_path)::value;
 #pragma unroll
-      for (int n = 0; n < Tl::kWarpNBlocks; ++n) {
-        const int col = warp * Tl::kWarpLags + 8 * n + 2 * q;
-        const float2 cf = *reinterpret_cast<const float2*>(colf + col);
-        const float cf0 = cf.x, cf1 = cf.y;
-        float2 top, bottom;
-        top.x = acc[n][0] * rf0 * cf0;
-        top.y = acc[n][1] * rf0 * cf1;
-        bottom.x = acc[n][2] * rf1 * cf0;
-        bottom.y = acc[n][3] * rf1 * cf1;
-        if constexpr (full) {
-          const float2 cm = *reinterpret_cast<const float2*>(colm + col);
-          const float cm0 = cm.x, cm1 = cm.y;
-          top.x -= cm0 * rs0, top.y -= cm1 * rs0;
-          bottom.x -= cm0 * rs1, bottom.y -= cm1 * rs1;
-        }
-        top.x = fminf(1.0f, fmaxf(-1.0f, top.x)), top.y = fminf(1.0f, fmaxf(-1.0f, top.y));
-        bottom.x = fminf(1.0f, fmaxf(-1.0f, bottom.x));
-        bottom.y = fminf(1.0f, fmaxf(-1.0f, bottom.y));
-        if (direct) {
-          if constexpr (kNetwork) {
-            add_to_stack(stack + g * kStageStride, col + base0, slim0, s.w[g], top);
-            add_to_stack(stack + (g + 8) * kStageStride, col + base1, slim1, s.w[g + 8], bottom);
-          } else {
+        for (int n = 0; n < Tl::kWarpNBlocks; ++n) {
+          const int col = warp * Tl::kWarpLags + 8 * n + 2 * q;
+          const float2 cf = *reinterpret_cast<const float2*>(colf + col);
+          const float cf0 = cf.x, cf1 = cf.y;
+          float2 top, bottom;
+          top.x = acc[n][0] * rf0 * cf0;
+          top.y = acc[n][1] * rf0 * cf1;
+          bottom.x = acc[n][2] * rf1 * cf0;
+          bottom.y = acc[n][3] * rf1 * cf1;
+          if constexpr (full) {
+            const float2 cm = *reinterpret_cast<const float2*>(colm + col);
+            const float cm0 = cm.x, cm1 = cm.y;
+            top.x -= cm0 * rs0, top.y -= cm1 * rs0;
+            bottom.x -= cm0 * rs1, bottom.y -= cm1 * rs1;
+          }
+          top.x = fminf(cl0, fmaxf(-cl0, top.x)), top.y = fminf(cl0, fmaxf(-cl0, top.y));
+          bottom.x = fminf(cl1, fmaxf(-cl1, bottom.x));
+          bottom.y = fminf(cl1, fmaxf(-cl1, bottom.y));
+          if constexpr (kDirect && kNetwork) {
+            add_to_stack(stack + g * kStageStride, col + base0, slim0, top);
+            add_to_stack(stack + (g + 8) * kStageStride, col + base1, slim1, bottom);
+          } else if constexpr (kDirect) {
             store_pair(drow0 + col, top, col, lim, pair0);
             store_pair(drow1 + col, bottom, col, lim1, pair1);
+          } else {
+            *reinterpret_cast<float2*>(stage + g * kStageStride + col) = top;
+            *reinterpret_cast<float2*>(stage + (g + 8) * kStageStride + col) = bottom;
           }
-        } else {
-          *reinterpret_cast<float2*>(stage + g * kStageStride + col) = top;
-          *reinterpret_cast<float2*>(stage + (g + 8) * kStageStride + col) = bottom;
         }
-      }
+      };
+      if (direct)
+        pass(std::true_type{});
+      else
+        pass(std::false_type{});
       if (direct) {
         if (warp == 0) resolve();
       } else {
@@ -345,8 +353,7 @@ __global__ void __launch_bounds__(Tl::kThreads, Tl::min_blocks(O == Operand::Spl
               if (col < cols && at >= 0 && at < in_data) {
                 const float v = stage[row * kStageStride + at];
                 if constexpr (kNetwork) {
-                  float* sum = stack + row * kStageStride + col;
-                  *sum = __fmaf_rn(s.w[row], v, *sum);
+                  stack[row * kStageStride + col] += v;  // v = w CC
                 } else {
                   __stcs(dst + col, v);
                 }

@@ -76,7 +76,8 @@ struct SharedLayout {
   }
 };
 
-/// One step's metadata (written by warp 0, read by every thread after a barrier).
+/// One step's metadata (written by warp 0, read by every thread after a barrier). In network
+/// mode rf and rs hold w times the row factor and row sum: the epilogue adds w CC directly.
 struct Slot {
   std::int64_t bid, c, u0, u_hi;
   std::int64_t group, i0;     // bid's template group and first correlation time
@@ -166,10 +167,11 @@ __device__ void find_next(const KernelArgs& a, std::int64_t ni, std::int64_t tot
     if (skip && (emitted || c != a.C - 1)) continue;
     const int shift = empty || skip ? 0 : tile_shift<O>(a, c, u_lo);
     if (lane < kTemplatesPerTile) {
+      const float scale = kNetwork ? w : 1.0f;
       next.mv[lane] = mv;
       next.w[lane] = w;
-      next.rf[lane] = a.row_factor[c * t_pad + t];
-      next.rs[lane] = a.row_sum[c * t_pad + t];
+      next.rf[lane] = a.row_factor[c * t_pad + t] * scale;
+      next.rs[lane] = a.row_sum[c * t_pad + t] * scale;
     }
     if (lane == 0) {
       next.bid = bid, next.c = c, next.u0 = u_lo, next.u_hi = u_hi;
@@ -196,10 +198,15 @@ __device__ void copy_span(float* dst, const float* row, std::int64_t from, std::
   const int lead = lead_of(row + from);
   const std::int64_t at0 = from - lead;
   const int pieces = (lead + n + 3) / 4;
+  // Pieces [k_lo, k_hi) lie inside row[0, len): bounds in 64 bits once, 32-bit tests per piece.
+  const std::int64_t lo = at0 >= 0 ? 0 : (3 - at0) / 4, hi = len - at0 >= 4 ? (len - at0) / 4 : 0;
+  const int k_lo = static_cast<int>(lo < pieces ? lo : pieces);
+  const int k_hi = static_cast<int>(hi < k_lo ? k_lo : (hi < pieces ? hi : pieces));
+  const float* inner = k_hi > k_lo ? row + at0 + 4 * k_lo : row;
   for (int k = static_cast<int>(threadIdx.x); k < pieces; k += kThreads) {
     const std::int64_t at = at0 + 4 * k;
-    if (at >= 0 && at + 4 <= len) {
-      cp_async16(dst + 4 * k, row + at);
+    if (k >= k_lo && k < k_hi) {
+      cp_async16(dst + 4 * k, inner + 4 * (k - k_lo));
     } else {
       for (int e = 0; e < 4; ++e) {
         const bool in = at + e >= 0 && at + e < len;

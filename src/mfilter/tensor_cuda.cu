@@ -26,12 +26,13 @@ namespace {
 
 using tensor::Operand;
 
-/// The tiling Auto runs (docs/mfilter-tensor.md, v5, all four tilings pass the same tests):
-/// mixed / bf16 WidePairs (16 n-blocks per A fragment; per channel 2-4 % ahead of DeepPairs,
-/// network 16 % since its stack moved to shared memory), split DeepPairs (per channel 6 %,
-/// network 3 % ahead of WidePairs).
-TensorTiling default_tiling(Precision precision) {
-  return precision != Precision::Split ? TensorTiling::WidePairs : TensorTiling::DeepPairs;
+/// The tiling Auto runs (docs/mfilter-tensor.md, v5 and v6, all four tilings pass the same
+/// tests): mixed / bf16 WidePairs (16 n-blocks per A fragment; per channel 2-4 % ahead of
+/// DeepPairs, network 16 % since its stack moved to shared memory); split DeepPairs per channel
+/// (3-6 % ahead) and WidePairs in network mode (1-4 % ahead since v6, H100).
+TensorTiling default_tiling(Precision precision, bool network) {
+  return precision != Precision::Split || network ? TensorTiling::WidePairs
+                                                  : TensorTiling::DeepPairs;
 }
 
 template <Operand O, class Tl, bool kNetwork>
@@ -95,7 +96,8 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   // 4 so the areas after them stay 16-byte aligned.
   a.pair_count = (2 * a.words - 9 + 3) / 4 * 4;
   if (tiling == TensorTiling::Auto)
-    tiling = default_tiling(O == Operand::Split ? Precision::Split : Precision::Mixed);
+    tiling =
+        default_tiling(O == Operand::Split ? Precision::Split : Precision::Mixed, d.network_sum);
   a.pairs = tiling == TensorTiling::WidePairs || tiling == TensorTiling::DeepPairs;
   a.network = d.network_sum;
   // Direct epilogues (stores from the accumulators, or the network stack added to from them) need

@@ -206,8 +206,8 @@ TEST_P(TensorPrecision, NetworkShortMoveoutsWeights) {
 
 /// Network, step 1: the stack added to from the accumulators (direct epilogue) equals the stack
 /// added to from the staged tile of w CC (HALFSCOPE_MF_TENSOR_DIRECT=0) bit for bit (same
-/// values, same additions, same channel order), and both meet the bound; T = 21 leaves padding rows and the
-/// moveouts push windows off both ends of the data.
+/// values, same additions, same channel order), and both meet the bound; T = 21 leaves padding rows
+/// and the moveouts push windows off both ends of the data.
 TEST_P(TensorPrecision, NetworkDirectMatchesStaged) {
   HS_REQUIRE_GPU();
   Case c = mftest::random_case(21, 3, 64, 1400, 18, 50.0);
@@ -438,12 +438,16 @@ TEST(TensorBench, IssueCases) {
                {Precision::Mixed, Precision::BF16, Precision::Split});
   }
   if (which == "1" || which == "b") {
-    // (b) reduced to a tenth of a day: 1000 templates x 30 channels, moveouts 0..63, weights.
-    Case b = mftest::random_case(1000, 30, 256, 432000 + 255 + 63, 4, 50.0);
-    mftest::randomize_network(b, 0, 63, 5);
+    // (b) reduced to a tenth of a day: 1000 templates x 30 channels, moveouts 0..63 (or
+    // 0..HALFSCOPE_MF_TENSOR_BENCH_MOVEOUT: what the moveout spread costs), weights.
+    const char* mv = std::getenv("HALFSCOPE_MF_TENSOR_BENCH_MOVEOUT");
+    const std::int64_t spread = mv != nullptr ? std::atoll(mv) : 63;
+    Case b = mftest::random_case(1000, 30, 256, 432000 + 255 + spread, 4, 50.0);
+    mftest::randomize_network(b, 0, spread, 5);
     b = mftest::rounded_to_float(b);
-    bench_case("(b/10) T=1000 C=30 K=256 N=4.32e5 network", b, true,
-               {Precision::Mixed, Precision::Split});
+    const std::string name =
+        "(b/10) T=1000 C=30 K=256 N=4.32e5 moveouts 0.." + std::to_string(spread) + " network";
+    bench_case(name.c_str(), b, true, {Precision::Mixed, Precision::Split});
   }
 }
 

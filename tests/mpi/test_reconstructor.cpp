@@ -2,7 +2,9 @@
 // ao::tomographic_reconstructor on the CPU: the same FP32 covariances, the same factor (mpi::
 // cholesky equals cholesky_tiles bit for bit) and the same substitution kernels in the same order
 // on every row, so R is compared bit for bit, rows on their ranks and gathered on rank 0, for
-// uniform SP and a mixed policy, both LGS tip-tilt methods. Failures reach every rank.
+// uniform SP and a mixed policy, both LGS tip-tilt methods (with OpenBLAS pinned to kernels that
+// round each element alike whatever the call's shape: tests/mpi/CMakeLists.txt). Failures reach
+// every rank.
 #include <gtest/gtest.h>
 
 #include <cstring>

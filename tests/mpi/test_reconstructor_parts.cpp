@@ -2,7 +2,8 @@
 // generated where they are owned (mpi/covariance.hpp) equal covariance_tiles' bit for bit, the
 // CPU backend's selection writes exactly the selected tiles / rows, and the distributed triangular
 // solves (mpi/solve.hpp) with a scattered factor give linalg::solve_right's rows bit for bit (the
-// same kernels on the same operands in the same order), errors on every rank.
+// same kernels on the same operands in the same order; OpenBLAS pinned to kernels that round each
+// element alike whatever the call's shape: tests/mpi/CMakeLists.txt), errors on every rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>

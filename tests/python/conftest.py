@@ -21,3 +21,16 @@ def pytest_sessionstart(session):
         missing.append("HALFSCOPE_CLI (the halfscope binary)")
     if missing:
         pytest.exit("CI=true but missing: " + ", ".join(missing) + "; run make deps", returncode=3)
+
+
+def pytest_assertrepr_compare(op, left, right):
+    """Two large byte strings that differ (files compared byte for byte): their sizes and the first
+    differing offset. pytest's own explanation runs difflib over them, which for the half-megabyte
+    .npy files of the MPI tests takes longer than CI allows."""
+    if op != "==" or not isinstance(left, bytes) or not isinstance(right, bytes):
+        return None
+    if max(len(left), len(right)) <= 4096:
+        return None
+    shorter = min(len(left), len(right))
+    first = next((i for i, (a, b) in enumerate(zip(left, right)) if a != b), shorter)
+    return [f"byte strings differ: {len(left)} and {len(right)} bytes, first difference at {first}"]

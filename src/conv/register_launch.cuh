@@ -112,21 +112,25 @@ inline bool stream_disabled_by_env() {
   return off;
 }
 
-/// The streaming kernel (register_stream.cuh) for odd square kernels of widths 3-7 on 16-byte
-/// aligned image rows. Returns false otherwise (the tile kernel runs).
-template <class Prec>
-bool dispatch_stream(const Geometry& g, const kernels::RegArgs& a, cudaStream_t s) {
-  if (!a.vec_in || g.krows != g.kcols || stream_disabled_by_env()) return false;
-  switch (g.krows) {
-    case 3:
-      return stream_width<Prec, 3>(a, s);
-    case 5:
-      return stream_width<Prec, 5>(a, s);
-    case 7:
-      return stream_width<Prec, 7>(a, s);
-    default:
-      return false;
-  }
+/// Whether the streaming kernel (register_stream.cuh) is built for a call: odd square kernels of
+/// widths 3-7 on 16-byte aligned image rows (`rows_aligned`), at the column offsets of `same`,
+/// `valid` and `full`, unless HALFSCOPE_CONV_STREAM=0.
+inline bool stream_applies(const Geometry& g, bool rows_aligned) {
+  const long long kw = g.krows, lead = kw - 1 - g.col0;
+  return rows_aligned && !stream_disabled_by_env() && g.krows == g.kcols && kw % 2 == 1 &&
+         kw >= 3 && kw <= rt::kStreamMaxWidth && (lead == kw / 2 || lead == 0 || lead == kw - 1);
+}
+
+/// The streaming kernel where stream_applies (SEP: its rank-one mode with `sep`). Returns false
+/// otherwise, having launched nothing (register_run: the tile kernel runs).
+template <class Prec, bool SEP = false>
+bool dispatch_stream(const Geometry& g, const kernels::RegArgs& a, cudaStream_t s,
+                     const kernels::SepTaps& sep = {}) {
+  static_assert(rt::kStreamMaxWidth == 7, "one branch per odd width 3..kStreamMaxWidth");
+  if (!stream_applies(g, a.vec_in)) return false;
+  if (g.krows == 3) return stream_width<Prec, 3, SEP>(a, s, sep);
+  if (g.krows == 5) return stream_width<Prec, 5, SEP>(a, s, sep);
+  return stream_width<Prec, 7, SEP>(a, s, sep);
 }
 
 /// Launches the generic kernel (taps in constant memory when kConst, else from a.coef).
@@ -234,20 +238,12 @@ template <class Prec>
 bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args,
                           const kernels::SepTaps& taps, cudaStream_t s) {
   using R = typename Prec::R;
-  const long long kw = g.krows, lead = kw - 1 - g.col0;
-  if (stream_disabled_by_env() || g.krows != g.kcols || kw % 2 == 0 || kw < 3 ||
-      kw > rt::kStreamMaxWidth ||
-      !rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R))) ||
-      (lead != kw / 2 && lead != 0 && lead != kw - 1))
+  // Decided before start_call: an overflow check left unfinished waits for the stream.
+  if (!stream_applies(g, rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R)))))
     return false;
   std::optional<OverflowCheck> overflow;
-  const kernels::RegArgs a = start_call<Prec>(g, p, args, s, "separable_cuda", overflow);
-  if (kw == 3)
-    stream_width<Prec, 3, true>(a, s, taps);
-  else if (kw == 5)
-    stream_width<Prec, 5, true>(a, s, taps);
-  else
-    stream_width<Prec, 7, true>(a, s, taps);
+  dispatch_stream<Prec, true>(g, start_call<Prec>(g, p, args, s, "separable_cuda", overflow), s,
+                              taps);
   if (overflow) overflow->finish();
   return true;
 }

@@ -21,7 +21,6 @@
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
-#include "halfscope/core/half.hpp"
 
 namespace halfscope::conv {
 namespace {
@@ -116,18 +115,8 @@ void run(const Geometry& g, Precision p, const Array& image, const Array& kernel
 bool stream_rank_one(const Geometry& g, Precision p, const Array& image, const Array& kernel,
                      Array& out, const SeparableFactors& f, cudaStream_t stream) {
   if (g.krows > kernels::SepTaps::kMaxWidth || g.krows != g.kcols) return false;
-  kernels::SepTaps taps{};
-  const auto half2_bits = [](double v) {
-    const std::uint32_t h = float_to_half_bits_rne(static_cast<float>(v));  // exact: see half.hpp
-    return h | (h << 16);
-  };
-  for (std::int64_t t = 0; t < g.krows; ++t) {
-    const double r = f.row[static_cast<std::size_t>(t)], c = f.col[static_cast<std::size_t>(t)];
-    taps.row[t] = static_cast<float>(r);
-    taps.col[t] = static_cast<float>(c);
-    taps.row2[t] = half2_bits(r);
-    taps.col2[t] = half2_bits(c);
-  }
+  const kernels::SepTaps taps =
+      kernels::SepTaps::of(f.row.data(), f.col.data(), static_cast<int>(g.krows));
   const kernels::ConvArgs a = make_conv_args(g, image, kernel, out);
   switch (p) {
     case Precision::Single:

@@ -324,13 +324,9 @@ template <class Prec, int KW>
 void check_separable_stream(Precision p, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   Data d = make_data(rows, cols, KW, KW, storage_dtype(p), seed);
   const std::vector<double> col = grid_factor(KW, seed + 2), row = grid_factor(KW, seed + 3);
-  kernels::SepTaps taps{};
+  // Multiples of 1/8 with 3 significant bits: exact in FP32 and FP16.
+  const kernels::SepTaps taps = kernels::SepTaps::of(row.data(), col.data(), KW);
   for (int t = 0; t < KW; ++t) {
-    taps.col[t] = static_cast<float>(col[static_cast<std::size_t>(t)]);
-    taps.row[t] = static_cast<float>(row[static_cast<std::size_t>(t)]);
-    // Multiples of 1/8 with 3 significant bits: exact in FP16, here in both halves of a word.
-    taps.col2[t] = 0x10001u * float_to_half_bits_rne(taps.col[t]);
-    taps.row2[t] = 0x10001u * float_to_half_bits_rne(taps.row[t]);
     for (int v = 0; v < KW; ++v)
       d.ker[static_cast<std::size_t>(t * KW + v)] =
           col[static_cast<std::size_t>(t)] * row[static_cast<std::size_t>(v)];

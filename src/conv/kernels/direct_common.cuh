@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "halfscope/core/half.hpp"
+
 /// Loop unrolling for nvcc; nothing for a host compiler (the host emulation of these kernels in
 /// tests/conv/direct_cuda_emulator.hpp), which would warn about an unknown pragma.
 #if defined(__CUDACC__)
@@ -120,6 +122,19 @@ struct SepTaps {
   float col[kMaxWidth];
   unsigned row2[kMaxWidth];  // FP16 arithmetic: each tap in both halves of an HFMA2 operand
   unsigned col2[kMaxWidth];
+
+  /// The taps of factors row[0..n), col[0..n) (n <= kMaxWidth): rounded to FP32, and that value
+  /// rounded to FP16 (nearest even) in both halves of a word.
+  static SepTaps of(const double* row, const double* col, int n) {
+    SepTaps t{};
+    for (int k = 0; k < n; ++k) {
+      t.row[k] = static_cast<float>(row[k]);
+      t.col[k] = static_cast<float>(col[k]);
+      t.row2[k] = 0x10001u * float_to_half_bits_rne(t.row[k]);
+      t.col2[k] = 0x10001u * float_to_half_bits_rne(t.col[k]);
+    }
+    return t;
+  }
 };
 
 /// in(y, x) of geometry.hpp: the image inside, 0 (zero boundary) or the wrapped pixel outside.

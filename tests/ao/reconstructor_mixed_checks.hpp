@@ -10,7 +10,9 @@
 // e = e_f + 2 e_s + u32 (factor, two substitutions, Cmm rounded to FP32) and |dB| <= u32 |Ctm|,
 // hence ||Ctm - R Cmm||_F <= e ||R||_F || |L||L^T| ||_F + u32 ||Ctm||_F, with e_f =
 // gamma_{n+1}(u32) + the largest GEMM-variant term of the factor's tiles and e_s = gamma_n(u32)
-// + that of the solve's; |L| from LAPACK's FP64 dpotrf, kappa_2 from dsyev.
+// + that of the solve's; |L| from LAPACK's FP64 dpotrf, kappa_2 from dsyev. Element by element,
+// before norms are taken, |Ctm - R Cmm| <= e |R| |L||L^T| + u32 |Ctm|: tighter where R or |L|
+// varies (tests/mpi/test_reconstructor_tolerance.cpp holds distributed runs to it).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../linalg/solve_test_support.hpp"
@@ -33,9 +36,11 @@
 
 namespace halfscope::ao::test {
 
-/// FP64 facts about the check preset's Cmm for the bound: lambda_min, kappa_2 and || |L||L^T| ||_F.
+/// FP64 facts about the check preset's Cmm for the bound: lambda_min, kappa_2, |L||L^T| (n x n,
+/// row-major) and its Frobenius norm.
 struct CmmFacts {
   double lambda_min = 0, kappa = 0, abs_product_norm = 0;
+  std::vector<double> abs_product;
 };
 
 #if HALFSCOPE_HAS_LAPACKE
@@ -52,6 +57,7 @@ inline CmmFacts cmm_facts(const Array& cmm64) {
   EXPECT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', ln, l.data(), ln), 0);
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = i + 1; j < n; ++j) l[static_cast<std::size_t>(i * n + j)] = 0.0;
+  f.abs_product.assign(static_cast<std::size_t>(n * n), 0.0);
   double sum = 0;
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
@@ -59,6 +65,7 @@ inline CmmFacts cmm_facts(const Array& cmm64) {
       for (std::int64_t k = 0; k <= std::min(i, j); ++k)
         s += std::fabs(l[static_cast<std::size_t>(i * n + k)]) *
              std::fabs(l[static_cast<std::size_t>(j * n + k)]);
+      f.abs_product[static_cast<std::size_t>(i * n + j)] = s;
       sum += s * s;
     }
   f.abs_product_norm = std::sqrt(sum);
@@ -85,15 +92,16 @@ inline RError compare(const Array& r, const Array& r64) {
   return {std::sqrt(num / den), dmax / rmax};
 }
 
-/// The FP64 reference of the check preset: covariances on the CPU, R by dposv, its evaluation.
+/// The FP64 reference of a system (the check preset unless named): covariances on the CPU, R by
+/// dposv, its evaluation.
 struct CheckReference {
   AoSystem system;
   Array cmm, ctm, r64;
   Evaluation eval64;
 };
 
-inline CheckReference check_reference() {
-  CheckReference ref{ao_preset("check"), {}, {}, {}, {}};
+inline CheckReference check_reference(AoSystem system = ao_preset("check")) {
+  CheckReference ref{std::move(system), {}, {}, {}, {}};
   CovarianceOptions co;
   co.device = DeviceKind::Cpu;
   ref.cmm = covariance(ref.system, CovarianceKind::cmm, co);
@@ -129,19 +137,66 @@ inline double frobenius(const Array& a) {
   return std::sqrt(sum);
 }
 
-/// The residual bound of the header comment for a reconstructor built from the check preset.
+/// The constant e of the header comment for a reconstructor's factor and solve policies.
+inline double backward_constant(const Reconstructor& rec, std::int64_t n) {
+  const double u = 0x1p-24;
+  return linalg::test::largest_term(rec.factor.tiles, n) + linalg::test::gamma(n + 1, u) +
+         2 * (linalg::test::largest_term(rec.solve.tiles, n) + linalg::test::gamma(n, u)) + u;
+}
+
+/// The residual bound of the header comment for a reconstructor built from the reference's system.
 inline void expect_residual_within_bound(const CheckReference& ref, const Reconstructor& rec,
                                          const CmmFacts& facts, const std::string& label) {
-  const std::int64_t n = ref.cmm.dim(0);
-  const double u = 0x1p-24;
-  const double e =
-      linalg::test::largest_term(rec.factor.tiles, n) + linalg::test::gamma(n + 1, u) +
-      2 * (linalg::test::largest_term(rec.solve.tiles, n) + linalg::test::gamma(n, u)) + u;
+  const double u = 0x1p-24, e = backward_constant(rec, ref.cmm.dim(0));
   const Array rh = rec.matrix.on_device() ? rec.matrix.to(Memory::host) : rec.matrix;
   const double res = residual_norm(ref, rh);
   const double bound = e * frobenius(rh) * facts.abs_product_norm + u * frobenius(ref.ctm);
   std::printf("  kappa_2(Cmm) %.3e; ||Ctm - R Cmm||_F %.3e, bound %.3e\n", facts.kappa, res, bound);
   EXPECT_LE(res, bound) << label;
+}
+
+/// The same bound element by element, before norms are taken: |Ctm - R Cmm| <= e |R| |L||L^T| +
+/// u32 |Ctm|. Returns the largest ratio over the rows of R of the bound's norm to the row's ||Ctm||
+/// (below 1, the bound is below the residual of a row of zeros, so a wrong row fails it).
+inline double expect_componentwise_residual_within_bound(const CheckReference& ref,
+                                                         const Reconstructor& rec,
+                                                         const CmmFacts& facts,
+                                                         const std::string& label) {
+  const std::int64_t m = ref.ctm.dim(0), n = ref.ctm.dim(1);
+  const double u = 0x1p-24, e = backward_constant(rec, n);
+  const Array rh = rec.matrix.on_device() ? rec.matrix.to(Memory::host) : rec.matrix;
+  const float* r = rh.data_as<float>();
+  const double *cmm = ref.cmm.data_as<double>(), *ctm = ref.ctm.data_as<double>();
+  double worst = 0, bound_to_ctm = 0;
+  std::int64_t outside = 0;
+  std::vector<double> res(static_cast<std::size_t>(n)), bound(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < m; ++i) {
+    std::copy(ctm + i * n, ctm + (i + 1) * n, res.begin());
+    std::fill(bound.begin(), bound.end(), 0.0);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const double rv = r[i * n + k];
+      const double* pk = facts.abs_product.data() + k * n;
+      for (std::int64_t j = 0; j < n; ++j) {
+        res[static_cast<std::size_t>(j)] -= rv * cmm[k * n + j];
+        bound[static_cast<std::size_t>(j)] += std::fabs(rv) * pk[j];
+      }
+    }
+    double bound_sq = 0, ctm_sq = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto js = static_cast<std::size_t>(j);
+      const double b = e * bound[js] + u * std::fabs(ctm[i * n + j]);
+      worst = std::max(worst, std::fabs(res[js]) / b);
+      outside += std::fabs(res[js]) > b ? 1 : 0;
+      bound_sq += b * b;
+      ctm_sq += ctm[i * n + j] * ctm[i * n + j];
+    }
+    bound_to_ctm = std::max(bound_to_ctm, std::sqrt(bound_sq / ctm_sq));
+  }
+  std::printf("  |Ctm - R Cmm| / bound at most %.3e; ||row bound|| / ||row of Ctm|| at most %.3e\n",
+              worst, bound_to_ctm);
+  EXPECT_EQ(outside, 0) << label << ": elements outside the componentwise bound, worst ratio "
+                        << worst;
+  return bound_to_ctm;
 }
 
 /// Builds R on `device` with `policy` (factor and solve), checks its shape, the residual bound

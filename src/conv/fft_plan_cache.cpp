@@ -9,7 +9,10 @@
 #include <new>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
+
+#include <omp.h>
 
 #include "halfscope/core/error.hpp"
 
@@ -22,7 +25,7 @@ std::recursive_mutex& fftw_planner_mutex() {
 
 namespace {
 
-using Key = std::tuple<std::int64_t, std::int64_t, bool>;  // rows, cols, inverse
+using Key = std::tuple<std::int64_t, std::int64_t, bool, int>;  // rows, cols, inverse, threads
 
 // Per-precision glue to FFTW's C functions.
 template <class T>
@@ -48,6 +51,21 @@ struct Api<float> {
   static void destroy(fftwf_plan p) { fftwf_destroy_plan(p); }
 };
 
+// The thread count of the plans made next, under the planner lock like every planner call (FFTW's
+// threads initialised on first use); nothing without FFTW's OpenMP libraries.
+template <class T>
+void plan_threads([[maybe_unused]] int n) {
+#if defined(HALFSCOPE_HAS_FFTW_THREADS)
+  if constexpr (std::is_same_v<T, double>) {
+    static const bool ready = fftw_init_threads() != 0;
+    if (ready) fftw_plan_with_nthreads(n);
+  } else {
+    static const bool ready = fftwf_init_threads() != 0;
+    if (ready) fftwf_plan_with_nthreads(n);
+  }
+#endif
+}
+
 template <class T>
 struct Cache {
   std::map<Key, SharedPlan<T>> plans;
@@ -61,11 +79,12 @@ Cache<T>& cache() {
 }
 
 template <class T>
-SharedPlan<T> get_plan(std::int64_t rows, std::int64_t cols, bool inverse) {
+SharedPlan<T> get_plan(std::int64_t rows, std::int64_t cols, bool inverse, int threads) {
   if (rows < 1 || cols < 1 || rows > INT_MAX || cols > INT_MAX)
     throw Unsupported("FFTW transform of " + std::to_string(rows) + "x" + std::to_string(cols) +
                       ": each side must be between 1 and " + std::to_string(INT_MAX));
-  const Key key{rows, cols, inverse};
+  threads = std::max(threads, 1);
+  const Key key{rows, cols, inverse, threads};
   std::lock_guard lock(fftw_planner_mutex());
   Cache<T>& c = cache<T>();
   if (auto it = c.plans.find(key); it != c.plans.end()) return it->second;
@@ -75,8 +94,10 @@ SharedPlan<T> get_plan(std::int64_t rows, std::int64_t cols, bool inverse) {
   FftwBuffer<T> real(rows * cols, false);
   FftwBuffer<typename Fftw<T>::complex> spec(rows * (cols / 2 + 1), false);
   const int r = static_cast<int>(rows), cc = static_cast<int>(cols);
+  plan_threads<T>(threads);
   typename Fftw<T>::plan raw = inverse ? Api<T>::c2r(r, cc, spec.data(), real.data())
                                        : Api<T>::r2c(r, cc, real.data(), spec.data());
+  plan_threads<T>(1);  // other planners in halfscope (ao/psf.cpp) plan for one thread
   if (raw == nullptr)
     throw Error("FFTW could not plan a " + std::to_string(rows) + "x" + std::to_string(cols) +
                 (inverse ? " complex-to-real" : " real-to-complex") + " transform");
@@ -111,18 +132,35 @@ FftwBuffer<E>::FftwBuffer(std::int64_t n, bool zero) {
 
 namespace halfscope::conv::cpu {
 
+bool fftw_threads_linked() noexcept {
+#if defined(HALFSCOPE_HAS_FFTW_THREADS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int fft_threads(std::int64_t points) {
+#if defined(HALFSCOPE_HAS_FFTW_THREADS)
+  if (points >= kThreadedFftPoints && !omp_in_parallel()) return std::max(omp_get_max_threads(), 1);
+#else
+  (void)points;
+#endif
+  return 1;
+}
+
 template <class T>
-SharedPlan<T> plan_r2c(std::int64_t rows, std::int64_t cols) {
-  return get_plan<T>(rows, cols, false);
+SharedPlan<T> plan_r2c(std::int64_t rows, std::int64_t cols, int threads) {
+  return get_plan<T>(rows, cols, false, threads);
 }
 template <class T>
-SharedPlan<T> plan_c2r(std::int64_t rows, std::int64_t cols) {
-  return get_plan<T>(rows, cols, true);
+SharedPlan<T> plan_c2r(std::int64_t rows, std::int64_t cols, int threads) {
+  return get_plan<T>(rows, cols, true, threads);
 }
-template SharedPlan<double> plan_r2c<double>(std::int64_t, std::int64_t);
-template SharedPlan<float> plan_r2c<float>(std::int64_t, std::int64_t);
-template SharedPlan<double> plan_c2r<double>(std::int64_t, std::int64_t);
-template SharedPlan<float> plan_c2r<float>(std::int64_t, std::int64_t);
+template SharedPlan<double> plan_r2c<double>(std::int64_t, std::int64_t, int);
+template SharedPlan<float> plan_r2c<float>(std::int64_t, std::int64_t, int);
+template SharedPlan<double> plan_c2r<double>(std::int64_t, std::int64_t, int);
+template SharedPlan<float> plan_c2r<float>(std::int64_t, std::int64_t, int);
 
 void execute_r2c(const SharedPlan<double>& p, double* in, fftw_complex* out) {
   fftw_execute_dft_r2c(p.get(), in, out);

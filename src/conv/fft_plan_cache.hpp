@@ -6,7 +6,9 @@
 // with the new-array functions (fftw_execute_dft_r2c / _c2r) on buffers from fftw_malloc, whose
 // alignment is the one the plan was made for. Any other halfscope code that plans with FFTW must
 // take the same mutex. Plans are made with FFTW_ESTIMATE (planning in microseconds, no
-// measurement that would overwrite arrays or make results depend on timing).
+// measurement that would overwrite arrays or make results depend on timing). A plan may split each
+// transform over several OpenMP threads (FFTW's OpenMP library, where the build links it): a
+// plan's results then depend on its thread count, as a threaded BLAS's do, never on timing.
 #pragma once
 
 #include <fftw3.h>
@@ -42,13 +44,24 @@ struct Fftw<float> {
 template <class T>
 using SharedPlan = std::shared_ptr<std::remove_pointer_t<typename Fftw<T>::plan>>;
 
-/// Real-to-complex plan of a rows x cols real array into rows x (cols/2 + 1) complex, out of place.
+/// Threads for one transform of `points` grid points run by the calling thread: every OpenMP
+/// thread (omp_get_max_threads) from kThreadedFftPoints up, when the build links FFTW's OpenMP
+/// library and the caller is not inside a parallel region; 1 otherwise.
+int fft_threads(std::int64_t points);
+/// Whether this build links FFTW's OpenMP libraries (else fft_threads is always 1).
+bool fftw_threads_linked() noexcept;
+/// Below this many points a transform stays on one thread (a 256^2 r2c takes ~0.2 ms: waking a
+/// team costs a good part of that).
+inline constexpr std::int64_t kThreadedFftPoints = std::int64_t{1} << 18;
+
+/// Real-to-complex plan of a rows x cols real array into rows x (cols/2 + 1) complex, out of place,
+/// each execution split over `threads` OpenMP threads (fft_threads; 1: the calling thread alone).
 /// Throws Unsupported when a side exceeds FFTW's int sizes, Error when FFTW cannot plan.
 template <class T>
-SharedPlan<T> plan_r2c(std::int64_t rows, std::int64_t cols);
+SharedPlan<T> plan_r2c(std::int64_t rows, std::int64_t cols, int threads = 1);
 /// Complex-to-real inverse of plan_r2c (unnormalised; it overwrites its complex input).
 template <class T>
-SharedPlan<T> plan_c2r(std::int64_t rows, std::int64_t cols);
+SharedPlan<T> plan_c2r(std::int64_t rows, std::int64_t cols, int threads = 1);
 
 /// Executes a cached plan on new arrays (both from FftwBuffer).
 void execute_r2c(const SharedPlan<double>& p, double* in, fftw_complex* out);

@@ -49,7 +49,9 @@ std::vector<std::complex<double>> real_spectrum(const Array& grid) {
   conv::cpu::FftwBuffer<double> in(rows * cols, false);
   conv::cpu::FftwBuffer<fftw_complex> out(rows * half, false);
   std::copy_n(grid.data_as<double>(), rows * cols, in.data());
-  conv::cpu::execute_r2c(conv::cpu::plan_r2c<double>(rows, cols), in.data(), out.data());
+  conv::cpu::execute_r2c(
+      conv::cpu::plan_r2c<double>(rows, cols, conv::cpu::fft_threads(rows * cols)), in.data(),
+      out.data());
   std::vector<std::complex<double>> s(static_cast<std::size_t>(rows * half));
   for (std::size_t k = 0; k < s.size(); ++k) s[k] = {out.data()[k][0], out.data()[k][1]};
   return s;
@@ -67,7 +69,9 @@ Array inverse(std::vector<std::complex<double>>& s, std::int64_t rows, std::int6
   }
   Array out(DType::f64, {rows, cols});
   conv::cpu::FftwBuffer<double> buf(rows * cols, false);
-  conv::cpu::execute_c2r(conv::cpu::plan_c2r<double>(rows, cols), in.data(), buf.data());
+  conv::cpu::execute_c2r(
+      conv::cpu::plan_c2r<double>(rows, cols, conv::cpu::fft_threads(rows * cols)), in.data(),
+      buf.data());
   const double scale = 1.0 / static_cast<double>(rows * cols);
   double* dst = out.data_as<double>();
   for (std::int64_t k = 0; k < rows * cols; ++k) dst[k] = buf.data()[k] * scale;

@@ -17,7 +17,9 @@
 // or scaling bug gives errors of order ||ref||. For the emulated FP16 transform the scalings that
 // reach FP16's subnormal range add at most N 2^-25 per pixel, times the documented 2^(cx + ck).
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -28,6 +30,7 @@
 #include "conv/backends.hpp"
 #include "conv/cpu_common.hpp"
 #include "conv/fft_cpu_internal.hpp"
+#include "conv/fft_plan_cache.hpp"
 #include "conv/fft_radix2.hpp"
 #include "cpu_backend_testing.hpp"
 #include "halfscope/core/error.hpp"
@@ -289,6 +292,57 @@ TEST(FftCpu, Single_F32_PlanCacheDropsTheOldestAndReplansCorrectly) {
       ASSERT_LE(cpu::cached_plan_count<float>(), cpu::kMaxCachedPlans);
     }
   EXPECT_EQ(cpu::cached_plan_count<float>(), cpu::kMaxCachedPlans);
+}
+
+// Plans split over the OpenMP threads (fft_threads, where FFTW's OpenMP libraries are linked; the
+// deconvolution operator's large grids use them): from 2^18 points, outside parallel regions;
+// cached apart from the one-thread plans; their forward and inverse transforms of a 512^2 grid
+// within FFTW's rounding of the one-thread ones (Higham's norm-wise 6.7 u32 log2 N each way).
+TEST(FftCpu, ThreadedPlansAgreeWithOneThreadPlans) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const std::int64_t n = 512, points = n * n, half = n * (n / 2 + 1);
+  const int threads = cpu::fft_threads(points);
+  if (cpu::fftw_threads_linked()) {
+    EXPECT_EQ(threads, 2);
+    int inside = 0;
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+      inside = cpu::fft_threads(points);
+    }
+    EXPECT_EQ(inside, 1);  // a transform inside a parallel region stays on its thread
+  }
+  EXPECT_EQ(cpu::fft_threads(points - 1), 1);
+
+  const auto f1 = cpu::plan_r2c<float>(n, n, 1), f2 = cpu::plan_r2c<float>(n, n, 2);
+  const auto i1 = cpu::plan_c2r<float>(n, n, 1), i2 = cpu::plan_c2r<float>(n, n, 2);
+  EXPECT_NE(f1.get(), f2.get());
+  EXPECT_NE(i1.get(), i2.get());
+  const std::vector<float> v = test::random_floats(points, -1.0f, 1.0f, 7);
+  cpu::FftwBuffer<float> x(points, false), z1(points, false), z2(points, false);
+  cpu::FftwBuffer<fftwf_complex> y1(half, false), y2(half, false);
+  std::copy(v.begin(), v.end(), x.data());
+  cpu::execute_r2c(f1, x.data(), y1.data());
+  cpu::execute_r2c(f2, x.data(), y2.data());
+  const auto rel = [](const float* a, const float* b, std::int64_t m) {
+    double d = 0, s = 0;
+    for (std::int64_t k = 0; k < m; ++k) {
+      d += (static_cast<double>(a[k]) - b[k]) * (static_cast<double>(a[k]) - b[k]);
+      s += static_cast<double>(b[k]) * b[k];
+    }
+    return std::sqrt(d / s);
+  };
+  const double bound = 2 * 6.7 * 0x1p-24 * std::log2(static_cast<double>(points));
+  const double forward = rel(&y2.data()[0][0], &y1.data()[0][0], 2 * half);
+  EXPECT_LE(forward, bound);
+  cpu::execute_c2r(i1, y1.data(), z1.data());  // c2r overwrites its input: y1, y2 used up here
+  cpu::execute_c2r(i2, y2.data(), z2.data());
+  const double inverse = rel(z2.data(), z1.data(), points);
+  EXPECT_LE(inverse, 2 * bound);
+  std::printf("    512^2 on %d threads against 1: forward %.3g, round trip %.3g (bound %.3g)\n",
+              threads, forward, inverse, bound);
+  omp_set_num_threads(saved);
 }
 
 TEST(FftCpu, Tf32_IsUnsupportedListingWhatIs) {

@@ -45,8 +45,9 @@ FftwOperator<F>::FftwOperator(const Problem& problem)
   }
 }
 
-// The passes around the transforms run on the OpenMP threads too: with the transforms split over
-// them (fft_threads), one-thread copies and products were a third of a 2048^2 CG step on 2 cores.
+// The passes around the transforms run on the OpenMP threads too, so that they do not stay serial
+// beside transforms split over them (fft_threads; docs/deconv.md, "The CPU operator on every
+// core").
 template <class F>
 void FftwOperator<F>::filter(const F* in, F* out, const std::vector<C>& mult, bool conj) {
   F* re = real_.data();

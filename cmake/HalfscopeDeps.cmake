@@ -84,21 +84,22 @@ endif()
 find_path(HS_FFTW_INCLUDE fftw3.h REQUIRED)
 find_library(HS_FFTW_LIBRARY fftw3 REQUIRED)
 find_library(HS_FFTWF_LIBRARY fftw3f REQUIRED)
-add_library(hs_dep_fftw INTERFACE IMPORTED GLOBAL)
-target_include_directories(hs_dep_fftw INTERFACE ${HS_FFTW_INCLUDE})
-target_link_libraries(hs_dep_fftw INTERFACE ${HS_FFTWF_LIBRARY} ${HS_FFTW_LIBRARY})
 # FFTW's OpenMP libraries (the same Debian package, libfftw3-dev) split one large transform over
 # the OpenMP threads (conv/fft_plan_cache.cpp); without them every transform runs on one thread.
+# They come first: they call into the libraries above.
 find_library(HS_FFTW_OMP_LIBRARY fftw3_omp)
 find_library(HS_FFTWF_OMP_LIBRARY fftw3f_omp)
 set(HALFSCOPE_HAS_FFTW_THREADS OFF)
+set(_hs_fftw_libraries ${HS_FFTWF_LIBRARY} ${HS_FFTW_LIBRARY})
 if(HS_FFTW_OMP_LIBRARY AND HS_FFTWF_OMP_LIBRARY)
   set(HALFSCOPE_HAS_FFTW_THREADS ON)
-  target_link_libraries(hs_dep_fftw INTERFACE ${HS_FFTWF_OMP_LIBRARY} ${HS_FFTW_OMP_LIBRARY}
-                                              ${HS_FFTWF_LIBRARY} ${HS_FFTW_LIBRARY})
+  list(PREPEND _hs_fftw_libraries ${HS_FFTWF_OMP_LIBRARY} ${HS_FFTW_OMP_LIBRARY})
 else()
   message(STATUS "halfscope: FFTW's OpenMP libraries not found; CPU FFTs run on one thread each")
 endif()
+add_library(hs_dep_fftw INTERFACE IMPORTED GLOBAL)
+target_include_directories(hs_dep_fftw INTERFACE ${HS_FFTW_INCLUDE})
+target_link_libraries(hs_dep_fftw INTERFACE ${_hs_fftw_libraries})
 
 # cuDNN for the `cudnn` convolution method (CUDA builds only). Looked for under
 # HALFSCOPE_CUDNN_ROOT (cache variable or environment: a folder with include/cudnn.h and lib/, as

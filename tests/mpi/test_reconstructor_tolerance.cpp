@@ -13,7 +13,6 @@
 // is printed. Uniform SP and a mixed policy, both tip-tilt methods.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -42,15 +41,6 @@ const Reference& reference() {
     return r;
   }();
   return ref;
-}
-
-double max_relative_difference(const Array& a, const Array& b) {
-  double dmax = 0, bmax = 0;
-  for (std::int64_t i = 0; i < b.size(); ++i) {
-    dmax = std::max(dmax, std::fabs(a.at_as_double(i) - b.at_as_double(i)));
-    bmax = std::max(bmax, std::fabs(b.at_as_double(i)));
-  }
-  return dmax / bmax;
 }
 
 void expect_within_tolerance(const char* policy, const char* solve_policy,
@@ -88,7 +78,7 @@ void expect_within_tolerance(const char* policy, const char* solve_policy,
   const double strehl = ao::evaluate_reconstructor(ref.fp64.system, got.matrix, eo).strehl_otf;
   const double strehl64 = ref.fp64.eval64.strehl_otf;
   std::printf(" Strehl %.6f (FP64 %.6f); max |R - R_one| / max |R_one| %.3e\n", strehl, strehl64,
-              max_relative_difference(got.matrix, one.matrix));
+              ao::test::compare(got.matrix, one.matrix).max_rel);
   EXPECT_LE(std::fabs(strehl - strehl64), strehl_tolerance) << label;
 }
 #endif

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "conv/direct_cuda_common.hpp"
 #include "conv/kernels/register.cuh"
 #include "conv/kernels/register_plan.hpp"
+#include "conv/kernels/register_roll.cuh"
 #include "conv/kernels/register_tuning.hpp"
 #include "conv/overflow_check.hpp"
 #include "halfscope/core/cuda_memory.hpp"
@@ -230,10 +232,59 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
   if (overflow) overflow->finish();
 }
 
-/// The streaming kernel for a rank-one kernel (separable_cuda; SEP mode): odd square kernels of
-/// widths 3-7 on 16-byte aligned image rows, at the column offsets it is built for (`same`,
-/// `valid`, `full`). Returns false, having launched nothing, where it does not apply (and under
-/// HALFSCOPE_CONV_STREAM=0, so the tests can run the two-pass kernels there too).
+/// HALFSCOPE_CONV_ROLL=0 keeps separable_cuda's rank-one kernels on 16-bit storage on the
+/// streaming kernel's rank-one mode instead of the rolling kernel (anything else: the default),
+/// so the GPU tests and the benchmark can run both.
+inline bool roll_disabled_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("HALFSCOPE_CONV_ROLL");
+    return v && std::string(v) == "0";
+  }();
+  return off;
+}
+
+/// Launches the rolling kernel (register_roll.cuh) of width KW whose window reaches LEAD columns
+/// left of an output: column strips of 8 * kRollThreads outputs, each cut into bands of rows so
+/// the grid has about kRollBlocksPerSm blocks per SM.
+template <class Prec, int KW, int LEAD>
+void launch_roll(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStream_t s) {
+  using R = typename Prec::R;
+  const std::int64_t strips = register_plan::ceil_div(a.c.out_cols, 8 * rt::kRollThreads);
+  const std::int64_t bands = std::max<std::int64_t>(
+      1, register_plan::ceil_div(rt::kRollBlocksPerSm * current_device_limits().sms, strips));
+  const std::int64_t band =
+      std::max({register_plan::ceil_div(a.c.out_rows, bands), std::int64_t{rt::kRollMinRows},
+                register_plan::ceil_div(a.c.out_rows, 65535)});
+  if (band > INT_MAX / 2)
+    throw Unsupported("separable_cuda: " + std::to_string(a.c.out_rows) +
+                      " output rows are too many for one launch");
+  const dim3 grid(grid_x(strips, "separable_cuda"),
+                  static_cast<unsigned>(register_plan::ceil_div(a.c.out_rows, band)));
+  constexpr auto smem =
+      static_cast<std::size_t>(rt::kRollRing * kernels::kRollRowPixels<R>) * sizeof(R);
+  kernels::register_roll_kernel<Prec, KW, LEAD>
+      <<<grid, dim3(rt::kRollThreads), smem, s>>>(a, sep, static_cast<long long>(band));
+  HS_CHECK_LAUNCH();
+}
+
+/// The rolling kernel for width KW at the column offsets of `same`, `valid` and `full` (the
+/// caller has checked stream_applies, which admits only those).
+template <class Prec, int KW>
+void roll_width(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStream_t s) {
+  const long long lead = KW - 1 - a.c.col0;
+  if (lead == KW / 2)
+    launch_roll<Prec, KW, KW / 2>(a, sep, s);
+  else if (lead == 0)
+    launch_roll<Prec, KW, 0>(a, sep, s);
+  else
+    launch_roll<Prec, KW, KW - 1>(a, sep, s);
+}
+
+/// A rank-one kernel for separable_cuda: odd square kernels of widths 3-7 on 16-byte aligned image
+/// rows, at the column offsets of `same`, `valid`, `full`: the rolling kernel on FP16 / BF16
+/// storage (the streaming kernel's rank-one mode under HALFSCOPE_CONV_ROLL=0), the streaming
+/// kernel's rank-one mode on FP32. Returns false, having launched nothing, where neither applies
+/// (and under HALFSCOPE_CONV_STREAM=0, so the tests can run the two-pass kernels there too).
 template <class Prec>
 bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args,
                           const kernels::SepTaps& taps, cudaStream_t s) {
@@ -242,8 +293,21 @@ bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args
   if (!stream_applies(g, rows_aligned16(args.image, g.cols * static_cast<std::int64_t>(sizeof(R)))))
     return false;
   std::optional<OverflowCheck> overflow;
-  dispatch_stream<Prec, true>(g, start_call<Prec>(g, p, args, s, "separable_cuda", overflow), s,
-                              taps);
+  const kernels::RegArgs a = start_call<Prec>(g, p, args, s, "separable_cuda", overflow);
+  bool rolled = false;
+  if constexpr (sizeof(R) == 2) {
+    static_assert(rt::kStreamMaxWidth == 7, "one branch per odd width 3..kStreamMaxWidth");
+    if (!roll_disabled_by_env()) {
+      if (g.krows == 3)
+        roll_width<Prec, 3>(a, taps, s);
+      else if (g.krows == 5)
+        roll_width<Prec, 5>(a, taps, s);
+      else
+        roll_width<Prec, 7>(a, taps, s);
+      rolled = true;
+    }
+  }
+  if (!rolled) dispatch_stream<Prec, true>(g, a, s, taps);
   if (overflow) overflow->finish();
   return true;
 }

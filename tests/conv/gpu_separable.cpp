@@ -83,10 +83,14 @@ void check(const Geometry& g, Precision p, const std::vector<float>& kernel, std
 template <class S>
 void check_all(Precision p, std::uint64_t seed) {
   // The CPU backends' shapes, then 16-byte aligned rows at widths 5 and 7 (3: {16, 16, 3, 3}),
-  // where a rank-one kernel runs the streaming register kernel (full, same, valid) and the
+  // where a rank-one kernel runs the rolling kernel on 16-bit storage (the streaming kernel's
+  // rank-one mode under HALFSCOPE_CONV_ROLL=0, and on FP32) for full, same and valid, and the
   // other column offsets and ranks the two passes (both again under HALFSCOPE_CONV_STREAM=0).
+  // The wide and tall shapes give the rolling kernel several column strips (the last one partial)
+  // and dozens of row bands, whose edges the circular boundary wraps across.
   std::vector<Shape4> all = shapes();
-  for (const Shape4& s : {Shape4{24, 64, 5, 5}, Shape4{40, 72, 7, 7}, Shape4{3, 8, 7, 7}})
+  for (const Shape4& s : {Shape4{24, 64, 5, 5}, Shape4{40, 72, 7, 7}, Shape4{3, 8, 7, 7},
+                          Shape4{300, 1048, 7, 7}, Shape4{45, 2056, 5, 5}, Shape4{1100, 16, 3, 3}})
     all.push_back(s);
   for (const Shape4& s : all)
     for (int rank : {1, 2})
@@ -168,7 +172,7 @@ TEST(SeparableConvGpu, FullRankKernelsAndTf32AreRefusedByName) {
 
 TEST(SeparableConvGpu, Fp16OutputOverflowIsANumericalError) {
   HS_REQUIRE_GPU();
-  // Every input fits FP16; a box of ones sums 49 or 81 x 60000 (7x7: the streaming kernel, whose
+  // Every input fits FP16; a box of ones sums 49 or 81 x 60000 (7x7: the rolling kernel, whose
   // half row sums overflow before the output does; 9x9: the two passes).
   const Array img = Array::from_values<float>(std::vector<float>(32 * 32, 60000.0f), {32, 32});
   for (std::int64_t w : {7, 9}) {

@@ -457,16 +457,14 @@ __device__ inline void accumulate_row_half(const RegArgs& a, const unsigned (&w)
   }
 }
 
-/// accumulate_row for a rank-one kernel (the streaming kernel's SEP mode, separable_cuda): the
-/// row sum s[p] = sum_v row[v] x[SHIFT + p + KW - 1 - v] once per input row (v ascending), then
-/// acc[q][p] += col[u] s[p] for every output row q the row serves, u = q + KW - 1 - r. That is
-/// KW (Q + KW - 1) / Q + KW multiply-adds per output instead of KW^2 (7x7, Q = 4: 24.5, not 49).
-template <class Prec, int KW, int P, int Q, int SHIFT, int N>
-__device__ inline void accumulate_row_separable(const SepTaps& t, const unsigned (&w)[N], int r,
-                                                float (&acc)[Q][P]) {
+/// The row sums of a rank-one kernel (k(u, v) = col[u] row[v]) for one input row of a thread's
+/// window: s[p] = sum_v row[v] x[SHIFT + p + KW - 1 - v], v ascending, FP32 arithmetic.
+template <class Prec, int KW, int P, int SHIFT, int N>
+__device__ inline void separable_row_sums(const SepTaps& t, const unsigned (&w)[N],
+                                          float (&sum)[P]) {
   constexpr int E = N * 4 / static_cast<int>(sizeof(typename Prec::R));
   static_assert(SHIFT + P + KW - 1 <= E && KW <= SepTaps::kMaxWidth);
-  float x[E], sum[P];
+  float x[E];
   HS_UNROLL
   for (int e = 0; e < E; ++e) x[e] = element<Prec>(w, e);
   HS_UNROLL
@@ -476,22 +474,16 @@ __device__ inline void accumulate_row_separable(const SepTaps& t, const unsigned
     HS_UNROLL
     for (int p = 0; p < P; ++p) sum[p] = __fmaf_rn(t.row[v], x[SHIFT + p + KW - 1 - v], sum[p]);
   }
-  HS_UNROLL
-  for (int q = 0; q < Q; ++q) {
-    const int u = q + KW - 1 - r;
-    if (u < 0 || u >= KW) continue;
-    HS_UNROLL
-    for (int p = 0; p < P; ++p) acc[q][p] = __fmaf_rn(t.col[u], sum[p], acc[q][p]);
-  }
 }
 
-/// accumulate_row_separable in packed FP16 (half): pairs of outputs per HFMA2, the input pairs as
-/// accumulate_row_half makes them, and the row sums rounded to FP16 as every FP16 multiply-add.
-template <int KW, int P, int Q, int SHIFT, int N>
-__device__ inline void accumulate_row_separable_half(const SepTaps& t, const unsigned (&w)[N],
-                                                     int r, __half2 (&acc)[Q][P / 2]) {
+/// separable_row_sums in packed FP16 (half): pair m holds outputs 2m, 2m + 1; the input pair
+/// starting at s is an aligned word when s is even and a PRMT of two words when odd; every
+/// multiply-add rounds to FP16.
+template <int KW, int P, int SHIFT, int N>
+__device__ inline void separable_row_sums_half(const SepTaps& t, const unsigned (&w)[N],
+                                               __half2 (&sum)[P / 2]) {
   static_assert(P % 2 == 0 && SHIFT + P + KW - 1 <= 2 * N && KW <= SepTaps::kMaxWidth);
-  __half2 even[N], odd[N - 1], sum[P / 2];
+  __half2 even[N], odd[N - 1];
   HS_UNROLL
   for (int m = 0; m < N; ++m) even[m] = bit_as<__half2>(w[m]);
   HS_UNROLL
@@ -506,6 +498,33 @@ __device__ inline void accumulate_row_separable_half(const SepTaps& t, const uns
     for (int m = 0; m < P / 2; ++m)
       sum[m] = __hfma2(bit_as<__half2>(t.row2[v]), pair(SHIFT + 2 * m + KW - 1 - v), sum[m]);
   }
+}
+
+/// accumulate_row for a rank-one kernel (the streaming kernel's SEP mode, separable_cuda): the
+/// row sums once per input row, then acc[q][p] += col[u] s[p] for every output row q the row
+/// serves, u = q + KW - 1 - r. That is KW (Q + KW - 1) / Q + KW multiply-adds per output instead
+/// of KW^2 (7x7, Q = 4: 24.5, not 49).
+template <class Prec, int KW, int P, int Q, int SHIFT, int N>
+__device__ inline void accumulate_row_separable(const SepTaps& t, const unsigned (&w)[N], int r,
+                                                float (&acc)[Q][P]) {
+  float sum[P];
+  separable_row_sums<Prec, KW, P, SHIFT>(t, w, sum);
+  HS_UNROLL
+  for (int q = 0; q < Q; ++q) {
+    const int u = q + KW - 1 - r;
+    if (u < 0 || u >= KW) continue;
+    HS_UNROLL
+    for (int p = 0; p < P; ++p) acc[q][p] = __fmaf_rn(t.col[u], sum[p], acc[q][p]);
+  }
+}
+
+/// accumulate_row_separable in packed FP16 (half), the row sums rounded to FP16 as every FP16
+/// multiply-add.
+template <int KW, int P, int Q, int SHIFT, int N>
+__device__ inline void accumulate_row_separable_half(const SepTaps& t, const unsigned (&w)[N],
+                                                     int r, __half2 (&acc)[Q][P / 2]) {
+  __half2 sum[P / 2];
+  separable_row_sums_half<KW, P, SHIFT>(t, w, sum);
   HS_UNROLL
   for (int q = 0; q < Q; ++q) {
     const int u = q + KW - 1 - r;

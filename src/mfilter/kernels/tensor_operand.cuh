@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/async_copy.cuh"
 #include "mfilter/emulation.hpp"
 #include "mfilter/kernels/tensor_tuning.hpp"
 
@@ -236,21 +237,10 @@ __global__ void moveout_spread_kernel(const std::int64_t* moveouts, std::int64_t
   }
 }
 
-/// 4-byte asynchronous copy global -> shared; `bytes` 0 fills the destination with zero.
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
-  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
-}
-/// 16-byte asynchronous copy global -> shared (both 16-byte aligned).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
+// The cp.async helpers live in core (the convolution's rolling kernel uses them too).
+using halfscope::kernels::cp_async16;
+using halfscope::kernels::cp_async4;
+using halfscope::kernels::cp_async_commit;
+using halfscope::kernels::cp_async_wait_all;
 
 }  // namespace halfscope::mfilter::tensor

@@ -26,30 +26,82 @@ namespace halfscope::conv::kernels {
 template <class R>
 inline constexpr int kRollRowPixels = 8 * register_tuning::kRollThreads + 16;
 
-/// Queues the copy of image row y (any integer: wrapped, or zero outside a zero boundary) into
-/// `dst`: chunk c holds image columns x0 + 8c .. + 7, x0 = the strip's first column - 8. The image
-/// rows are a whole number of 16 bytes and the strip starts at a multiple of 8 pixels, so each
-/// chunk lies wholly inside or wholly outside the image.
+/// Where a thread's ring chunks come from: chunk t and t + kRollThreads of every ring row (the
+/// second only for the last two threads), chunk c holding image columns x0 + 8c .. + 7 with x0 =
+/// the strip's first column - 8. The image rows are a whole number of 16 bytes and the strip
+/// starts at a multiple of 8 pixels, so a chunk lies wholly inside or wholly outside the image:
+/// outside, it reads its wrapped place (circular) or nothing (zero-filled). Worked out once per
+/// thread: computed per row, the wrapping's 64-bit arithmetic was most of the kernel's code.
+struct RollChunks {
+  static constexpr int kPerThread = 2;
+  long long x[kPerThread];  // first image column, or -1: zero-filled
+  int n = 0;                // chunks this thread copies
+};
+
 template <class R>
-__device__ inline void roll_load_row(R* dst, const ConvArgs& c, long long y, long long x0) {
+__device__ inline RollChunks roll_chunks(const ConvArgs& c, long long x0) {
+  constexpr int kChunks = kRollRowPixels<R> / 8;
+  static_assert(kChunks <= RollChunks::kPerThread * register_tuning::kRollThreads);
+  RollChunks out;
+  for (int k = static_cast<int>(threadIdx.x); k < kChunks; k += register_tuning::kRollThreads) {
+    const long long x = x0 + 8LL * k;
+    const bool in = static_cast<unsigned long long>(x) < static_cast<unsigned long long>(c.cols);
+    out.x[out.n++] = in ? x : (c.circular ? wrap_near(x, c.cols) : -1);
+  }
+  return out;
+}
+
+/// The image row that input row y reads (wrapped, circular), or -1 (zero boundary, outside).
+/// A template, so each translation unit's out-of-line copy is an inline definition.
+template <class R>
+__device__ __noinline__ long long roll_row_outside(const ConvArgs& c, long long y) {
+  return c.circular ? wrap_near(y, c.rows) : -1;
+}
+
+/// Queues the copy of image row y (any integer) into the ring row `dst`.
+template <class R>
+__device__ inline void roll_load_row(R* dst, const ConvArgs& c, const RollChunks& ch, long long y) {
   static_assert(sizeof(R) == 2, "8 pixels per 16-byte chunk");
   const R* img = static_cast<const R*>(c.image);
-  bool row_in = static_cast<unsigned long long>(y) < static_cast<unsigned long long>(c.rows);
-  if (!row_in && c.circular) {
-    y = wrap_near(y, c.rows);
-    row_in = true;
+  if (static_cast<unsigned long long>(y) >= static_cast<unsigned long long>(c.rows))
+    y = roll_row_outside<R>(c, y);
+  const R* row = img + (y >= 0 ? y : 0) * c.cols;
+  HS_UNROLL
+  for (int n = 0; n < RollChunks::kPerThread; ++n) {
+    if (n >= ch.n) break;
+    const bool in = y >= 0 && ch.x[n] >= 0;
+    halfscope::kernels::cp_async16_fill(
+        dst + 8 * (static_cast<int>(threadIdx.x) + n * register_tuning::kRollThreads),
+        in ? row + ch.x[n] : img, in ? 16 : 0);
   }
-  constexpr int kChunks = kRollRowPixels<R> / 8;
-  for (int k = static_cast<int>(threadIdx.x); k < kChunks; k += register_tuning::kRollThreads) {
-    long long x = x0 + 8LL * k;
-    bool in =
-        row_in && static_cast<unsigned long long>(x) < static_cast<unsigned long long>(c.cols);
-    if (row_in && !in && c.circular) {
-      x = wrap_near(x, c.cols);
-      in = true;
+}
+
+/// Stores 8 outputs of row i from column j0 where they are not one aligned 16-byte store (the
+/// last strip's edge, unaligned output rows). Out of line: the kernel's unrolled loop keeps only
+/// the vector store.
+template <class Prec>
+__device__ __noinline__ void roll_store_edge(const RegArgs& a, const OutWords<Prec, 8> o,
+                                             long long i, long long j0) {
+  using R = typename Prec::R;
+  R* dst = static_cast<R*>(a.c.out) + i * a.c.out_cols + j0;
+  for (int p = 0; p < 8; ++p)
+    if (j0 + p < a.c.out_cols) dst[p] = static_cast<R>((p & 1) ? o.w[p >> 1] >> 16 : o.w[p >> 1]);
+}
+
+/// The outputs of a thread's 8 columns in output rows [i0, i0 + rows) that overflowed: read back
+/// (this thread wrote them) and, where not finite, recounted against their inputs (count_overflow's
+/// rule). Out of line and called only when a stored output was not finite.
+template <class Prec>
+__device__ __noinline__ unsigned roll_recount(const RegArgs& a, long long i0, int rows,
+                                              long long j0) {
+  using R = typename Prec::R;
+  unsigned n = 0;
+  for (long long i = i0; i < i0 + rows; ++i)
+    for (int p = 0; p < 8 && j0 + p < a.c.out_cols; ++p) {
+      const R bits = static_cast<const R*>(a.c.out)[i * a.c.out_cols + j0 + p];
+      if (is_nonfinite_bits<Prec>(bits) && footprint_finite<Prec>(a.c, i, j0 + p)) ++n;
     }
-    halfscope::kernels::cp_async16_fill(dst + 8 * k, in ? img + y * c.cols + x : img, in ? 16 : 0);
-  }
+  return n;
 }
 
 /// Block: kRollThreads threads, 8 output columns each; grid.x column strips, grid.y bands of
@@ -74,14 +126,15 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
   const int ny = rows_out + KW - 1;                         // input rows of the band
   const long long y0 = i0 + c.row0 - (KW - 1);              // image row of band row 0
   const long long x0 = strip + c.col0 - (KW - 1) - kShift;  // image column of ring pixel 0
+  const RollChunks chunks = roll_chunks<R>(c, x0);
   HS_UNROLL
   for (int k = 0; k < kAhead; ++k) {
-    if (k < ny) roll_load_row(ring + k * kRow, c, y0 + k, x0);
+    if (k < ny) roll_load_row(ring + k * kRow, c, chunks, y0 + k);
     halfscope::kernels::cp_async_commit();
   }
   using Sums = std::conditional_t<kHalf, __half2[4], float[8]>;
-  Sums sums[KW];  // the row sums of band rows k - KW + 1 .. k, row k in slot k % KW
-  unsigned overflow = 0;
+  Sums sums[KW];           // the row sums of band rows k - KW + 1 .. k, row k in slot k % KW
+  unsigned nonfinite = 0;  // nonfinite_pair_flags of every output stored
   for (int k0 = 0; k0 < ny; k0 += KW) {
     HS_UNROLL
     for (int s = 0; s < KW; ++s) {
@@ -92,7 +145,7 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
       halfscope::kernels::cp_async_wait_group<kAhead - 1>();
       __syncthreads();
       if (k + kAhead < ny)
-        roll_load_row(ring + (k + kAhead) % kRing * kRow, c, y0 + k + kAhead, x0);
+        roll_load_row(ring + (k + kAhead) % kRing * kRow, c, chunks, y0 + k + kAhead);
       halfscope::kernels::cp_async_commit();
       unsigned w[12];
       load_words<3>(ring + k % kRing * kRow + 8 * threadIdx.x, w);
@@ -104,7 +157,7 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
       // Output row i0 + k - (KW - 1) is complete: kernel row u takes band row k - u; u
       // ascending, as the streaming kernel's rank-one mode adds them.
       const long long i = i0 + k - (KW - 1);
-      unsigned bad;
+      OutWords<Prec, 8> o;
       if constexpr (kHalf) {
         __half2 acc[1][4];
         HS_UNROLL
@@ -116,7 +169,8 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
             acc[0][m] =
                 __hfma2(bit_as<__half2>(sep.col2[u]), sums[(s - u + KW) % KW][m], acc[0][m]);
         }
-        bad = static_cast<unsigned>(store_rows_half<8, 1>(a, acc, i, j0));
+        HS_UNROLL
+        for (int m = 0; m < 4; ++m) o.w[m] = bit_as<unsigned>(acc[0][m]);
       } else {
         float acc[1][8];
         HS_UNROLL
@@ -127,11 +181,22 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
           for (int p = 0; p < 8; ++p)
             acc[0][p] = __fmaf_rn(sep.col[u], sums[(s - u + KW) % KW][p], acc[0][p]);
         }
-        bad = static_cast<unsigned>(store_rows<Prec, 8, 1>(a, acc, i, j0));
+        o = pack_outputs<Prec, 8>(acc[0]);
       }
-      if (bad && j0 < c.out_cols) count_overflow<Prec, 8>(a, bad, i, j0, overflow);
+      // Only the aligned store and the non-finite test stay in the unrolled loop: with the edge
+      // stores and the overflow recount inlined into each of its KW copies, the FP16 7x7 kernel
+      // grew to 17 K instructions and ran 30 % slower than without them.
+      if (a.vec_out && j0 + 8 <= c.out_cols)
+        *reinterpret_cast<uint4*>(static_cast<R*>(c.out) + i * c.out_cols + j0) =
+            make_uint4(o.w[0], o.w[1], o.w[2], o.w[3]);
+      else if (j0 < c.out_cols)
+        roll_store_edge<Prec>(a, o, i, j0);
+      HS_UNROLL
+      for (int m = 0; m < 4; ++m) nonfinite |= nonfinite_pair_flags<Prec>(o.w[m]);
     }
   }
+  unsigned overflow = 0;
+  if (nonfinite && j0 < c.out_cols) overflow = roll_recount<Prec>(a, i0, rows_out, j0);
   commit_overflow(overflow, c.overflow);
 }
 

@@ -282,8 +282,8 @@ void roll_width(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStre
 
 /// A rank-one kernel for separable_cuda: odd square kernels of widths 3-7 on 16-byte aligned image
 /// rows, at the column offsets of `same`, `valid`, `full`: the rolling kernel on FP16 / BF16
-/// storage (the streaming kernel's rank-one mode under HALFSCOPE_CONV_ROLL=0), the streaming
-/// kernel's rank-one mode on FP32. Returns false, having launched nothing, where neither applies
+/// storage where register_tuning::roll_rank_one says (not under HALFSCOPE_CONV_ROLL=0), else the
+/// streaming kernel's rank-one mode. Returns false, having launched nothing, where neither applies
 /// (and under HALFSCOPE_CONV_STREAM=0, so the tests can run the two-pass kernels there too).
 template <class Prec>
 bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args,
@@ -297,10 +297,9 @@ bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args
   bool rolled = false;
   if constexpr (sizeof(R) == 2) {
     static_assert(rt::kStreamMaxWidth == 7, "one branch per odd width 3..kStreamMaxWidth");
-    if (!roll_disabled_by_env()) {
-      if (g.krows == 3)
-        roll_width<Prec, 3>(a, taps, s);
-      else if (g.krows == 5)
+    constexpr bool half = std::is_same_v<Prec, kernels::PrecHalf>;
+    if (!roll_disabled_by_env() && rt::roll_rank_one(static_cast<int>(g.krows), half)) {
+      if (g.krows == 5)
         roll_width<Prec, 5>(a, taps, s);
       else
         roll_width<Prec, 7>(a, taps, s);

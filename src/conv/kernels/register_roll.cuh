@@ -7,13 +7,12 @@
 // last KW rows' sums in registers (a ring, unrolled over KW so its slots are registers), and when
 // an output row is complete adds them with the column taps and stores 8 outputs.
 //
-// Why not the streaming kernel's rank-one mode (register_stream.cuh) for these types: that one
-// loads Q + KW - 1 rows per Q output rows into registers before using any, so its loads in flight
-// are bounded by its registers; with 16-bit pixels it reached 54-61 % of the copy ceiling at
-// 5x5 / 7x7 on an H200 (8192^2). The rolling kernel reads each input row once per band (the band
-// adds KW - 1 rows) with several rows always in flight: a prototype on the same H200 ran FP16 5x5
-// / 7x7 at 0.084-0.090 ms (the copy of the same bytes takes 0.069 ms). Device code only (cp.async):
-// not part of the host emulation of register.cuh.
+// Why not the streaming kernel's rank-one mode (register_stream.cuh) everywhere: that one loads
+// Q + KW - 1 rows per Q output rows into registers before using any, so its loads in flight are
+// bounded by its registers, and its per-thread windows grow with KW. Kernel alone (ncu) on an
+// NVIDIA H200 at 8192^2: FP16 7x7 98 -> 86 us, mixed 7x7 127 -> 89 us (74 % / 71 % of the copy
+// ceiling); at 3x3 and FP16 5x5 the streaming kernel stays faster (register_tuning::
+// roll_rank_one). Device code only (cp.async): not part of the host emulation of register.cuh.
 #pragma once
 
 #include "conv/kernels/register.cuh"
@@ -184,8 +183,9 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
         o = pack_outputs<Prec, 8>(acc[0]);
       }
       // Only the aligned store and the non-finite test stay in the unrolled loop: with the edge
-      // stores and the overflow recount inlined into each of its KW copies, the FP16 7x7 kernel
-      // grew to 17 K instructions and ran 30 % slower than without them.
+      // stores, the overflow recount and the 64-bit wrapping inlined into each of its KW copies,
+      // the FP16 7x7 kernel had 17 K instructions (now 5.4 K) and a whole call took 0.152 ms
+      // (now 0.104) on the H200 at 8192^2.
       if (a.vec_out && j0 + 8 <= c.out_cols)
         *reinterpret_cast<uint4*>(static_cast<R*>(c.out) + i * c.out_cols + j0) =
             make_uint4(o.w[0], o.w[1], o.w[2], o.w[3]);

@@ -121,5 +121,13 @@ inline constexpr int kRollAhead = 3;
 inline constexpr int kRollRing = 4;
 inline constexpr int kRollBlocksPerSm = 4;
 inline constexpr int kRollMinRows = 8;  // rows per block at least (small images)
+/// Where separable_cuda takes the rolling kernel instead of the streaming kernel's rank-one mode:
+/// kernel alone (ncu), 8192^2, NVIDIA H200 (2026-11-23), rolling / streaming us: FP16 7x7 86 /
+/// 98, mixed 7x7 89 / 127, mixed 5x5 88 / 94, but FP16 5x5 88 / 84, FP16 3x3 79 / 72 and mixed
+/// 3x3 81 / 74 (the streaming kernel's loads are all in flight at once and its few taps cost
+/// little: only from 5 taps with FP32 arithmetic, or 7, do its per-thread windows fall behind).
+constexpr bool roll_rank_one(int kw, bool half_arithmetic) {
+  return kw >= 7 || (kw == 5 && !half_arithmetic);
+}
 
 }  // namespace halfscope::conv::register_tuning

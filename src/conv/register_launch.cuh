@@ -261,7 +261,7 @@ void launch_roll(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStr
   const dim3 grid(grid_x(strips, "separable_cuda"),
                   static_cast<unsigned>(register_plan::ceil_div(a.c.out_rows, band)));
   constexpr auto smem =
-      static_cast<std::size_t>(rt::kRollRing * kernels::kRollRowPixels<R>) * sizeof(R);
+      static_cast<std::size_t>(rt::kRollRing * kernels::kRollRowPixels) * sizeof(R);
   kernels::register_roll_kernel<Prec, KW, LEAD>
       <<<grid, dim3(rt::kRollThreads), smem, s>>>(a, sep, static_cast<long long>(band));
   HS_CHECK_LAUNCH();
@@ -296,13 +296,17 @@ bool separable_stream_run(const Geometry& g, Precision p, kernels::ConvArgs args
   const kernels::RegArgs a = start_call<Prec>(g, p, args, s, "separable_cuda", overflow);
   bool rolled = false;
   if constexpr (sizeof(R) == 2) {
-    static_assert(rt::kStreamMaxWidth == 7, "one branch per odd width 3..kStreamMaxWidth");
     constexpr bool half = std::is_same_v<Prec, kernels::PrecHalf>;
     if (!roll_disabled_by_env() && rt::roll_rank_one(static_cast<int>(g.krows), half)) {
-      if (g.krows == 5)
-        roll_width<Prec, 5>(a, taps, s);
-      else
+      // Widths 3-7 here (stream_applies); roll_rank_one admits 7, and 5 with FP32 arithmetic.
+      if constexpr (half) {
         roll_width<Prec, 7>(a, taps, s);
+      } else {
+        if (g.krows == 5)
+          roll_width<Prec, 5>(a, taps, s);
+        else
+          roll_width<Prec, 7>(a, taps, s);
+      }
       rolled = true;
     }
   }

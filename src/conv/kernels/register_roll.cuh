@@ -22,7 +22,6 @@
 namespace halfscope::conv::kernels {
 
 /// A ring row: the strip's 8 * kRollThreads pixels and 8 more on each side (16-byte chunks).
-template <class R>
 inline constexpr int kRollRowPixels = 8 * register_tuning::kRollThreads + 16;
 
 /// Where a thread's ring chunks come from: chunk t and t + kRollThreads of every ring row (the
@@ -37,9 +36,8 @@ struct RollChunks {
   int n = 0;                // chunks this thread copies
 };
 
-template <class R>
 __device__ inline RollChunks roll_chunks(const ConvArgs& c, long long x0) {
-  constexpr int kChunks = kRollRowPixels<R> / 8;
+  constexpr int kChunks = kRollRowPixels / 8;
   static_assert(kChunks <= RollChunks::kPerThread * register_tuning::kRollThreads);
   RollChunks out;
   for (int k = static_cast<int>(threadIdx.x); k < kChunks; k += register_tuning::kRollThreads) {
@@ -112,7 +110,7 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
   namespace rt = register_tuning;
   using R = typename Prec::R;
   constexpr bool kHalf = std::is_same_v<Prec, PrecHalf>;
-  constexpr int kAhead = rt::kRollAhead, kRing = rt::kRollRing, kRow = kRollRowPixels<R>;
+  constexpr int kAhead = rt::kRollAhead, kRing = rt::kRollRing, kRow = kRollRowPixels;
   constexpr int kShift = 8 - LEAD;  // pixels from the window's first to output 0's leftmost tap
   static_assert(kRing > kAhead && LEAD >= 0 && LEAD < KW && KW <= 8);
   HS_DYNAMIC_SHARED(uint4, ring_words);
@@ -125,7 +123,7 @@ __global__ void __launch_bounds__(register_tuning::kRollThreads)
   const int ny = rows_out + KW - 1;                         // input rows of the band
   const long long y0 = i0 + c.row0 - (KW - 1);              // image row of band row 0
   const long long x0 = strip + c.col0 - (KW - 1) - kShift;  // image column of ring pixel 0
-  const RollChunks chunks = roll_chunks<R>(c, x0);
+  const RollChunks chunks = roll_chunks(c, x0);
   HS_UNROLL
   for (int k = 0; k < kAhead; ++k) {
     if (k < ny) roll_load_row(ring + k * kRow, c, chunks, y0 + k);

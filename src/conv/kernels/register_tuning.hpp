@@ -109,13 +109,14 @@ constexpr int stream_separable_rows(int kw, bool half_arithmetic) {
 }
 inline constexpr int kStreamSeparableTallMinBlocks = 3;
 
-/// Rolling kernel (register_roll.cuh): rank-one kernels of widths 3-7 on FP16 / BF16 storage.
-/// kRollThreads threads of 8 outputs span a block's column strip; input rows stream into a ring
-/// of kRollRing shared-memory rows kRollAhead rows ahead of the one in use. Rows per block: the
-/// image's rows cut so the grid has about kRollBlocksPerSm blocks per SM. From a prototype sweep
-/// on an NVIDIA H200 (2026-11-23, 8192^2 and 4096^2, FP16 5x5 / 7x7): 4 blocks per SM beat 5-9
-/// (one full wave at the occupancy limit) and 2-3 by 5-10 %, and 3 rows ahead in a ring of 4
-/// matched or beat 4-6 ahead in a ring of 8; 256 threads gained nothing over 128.
+/// Rolling kernel (register_roll.cuh): rank-one kernels of width 5 or 7 on FP16 / BF16 storage
+/// (roll_rank_one). kRollThreads threads of 8 outputs span a block's column strip; input rows
+/// stream into a ring of kRollRing shared-memory rows kRollAhead rows ahead of the one in use.
+/// Rows per block: the image's rows cut so the grid has about kRollBlocksPerSm blocks per SM.
+/// From a prototype sweep on an NVIDIA H200 (2026-11-23, 8192^2 and 4096^2, FP16 and mixed 3x3-
+/// 7x7): 4 blocks per SM beat one full wave at the occupancy limit (5-9 per SM) by up to 10 % and
+/// 2-3 per SM by 5-20 %; 3 rows ahead in a ring of 4 matched or beat 4-6 ahead in a ring of 8;
+/// 256 threads gained nothing over 128.
 inline constexpr int kRollThreads = 128;
 inline constexpr int kRollAhead = 3;
 inline constexpr int kRollRing = 4;

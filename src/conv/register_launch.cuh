@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "conv/direct_cuda_common.hpp"
@@ -88,29 +89,40 @@ void launch_stream(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaS
   HS_CHECK_LAUNCH();
 }
 
-/// The streaming kernel for width KW when the output's column offset is one it is built for
-/// (`same`, `valid`, `full`: the window reaches KW / 2, 0 or KW - 1 columns left).
-template <class Prec, int KW, bool SEP = false>
-bool stream_width(const kernels::RegArgs& a, cudaStream_t s, const kernels::SepTaps& sep = {}) {
-  const long long lead = KW - 1 - a.c.col0;
+/// Calls launch(std::integral_constant<int, LEAD>{}) for the columns LEAD = KW - 1 - col0 that a
+/// width-KW window reaches left of an output, where that is one the streaming and rolling kernels
+/// are built for (`same`, `valid`, `full`: KW / 2, 0 or KW - 1); returns false otherwise.
+template <int KW, class Launch>
+bool with_lead(long long col0, Launch&& launch) {
+  const long long lead = KW - 1 - col0;
   if (lead == KW / 2)
-    launch_stream<Prec, KW, KW / 2, SEP>(a, sep, s);
+    launch(std::integral_constant<int, KW / 2>{});
   else if (lead == 0)
-    launch_stream<Prec, KW, 0, SEP>(a, sep, s);
+    launch(std::integral_constant<int, 0>{});
   else if (lead == KW - 1)
-    launch_stream<Prec, KW, KW - 1, SEP>(a, sep, s);
+    launch(std::integral_constant<int, KW - 1>{});
   else
     return false;
   return true;
 }
 
+/// The streaming kernel for width KW when the output's column offset is one it is built for.
+template <class Prec, int KW, bool SEP = false>
+bool stream_width(const kernels::RegArgs& a, cudaStream_t s, const kernels::SepTaps& sep = {}) {
+  return with_lead<KW>(
+      a.c.col0, [&](auto lead) { launch_stream<Prec, KW, decltype(lead)::value, SEP>(a, sep, s); });
+}
+
+/// Whether environment variable `name` is "0": the switches below, each read once.
+inline bool env_is_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "0";
+}
+
 /// HALFSCOPE_CONV_STREAM=0 keeps register_run on the tile kernel where it would take the
 /// streaming one (anything else: the default), so the GPU tests and the benchmark can run both.
 inline bool stream_disabled_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("HALFSCOPE_CONV_STREAM");
-    return v && std::string(v) == "0";
-  }();
+  static const bool off = env_is_zero("HALFSCOPE_CONV_STREAM");
   return off;
 }
 
@@ -236,10 +248,7 @@ void register_run(const Geometry& g, Precision p, kernels::ConvArgs args, cudaSt
 /// streaming kernel's rank-one mode instead of the rolling kernel (anything else: the default),
 /// so the GPU tests and the benchmark can run both.
 inline bool roll_disabled_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("HALFSCOPE_CONV_ROLL");
-    return v && std::string(v) == "0";
-  }();
+  static const bool off = env_is_zero("HALFSCOPE_CONV_ROLL");
   return off;
 }
 
@@ -271,13 +280,8 @@ void launch_roll(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStr
 /// caller has checked stream_applies, which admits only those).
 template <class Prec, int KW>
 void roll_width(const kernels::RegArgs& a, const kernels::SepTaps& sep, cudaStream_t s) {
-  const long long lead = KW - 1 - a.c.col0;
-  if (lead == KW / 2)
-    launch_roll<Prec, KW, KW / 2>(a, sep, s);
-  else if (lead == 0)
-    launch_roll<Prec, KW, 0>(a, sep, s);
-  else
-    launch_roll<Prec, KW, KW - 1>(a, sep, s);
+  with_lead<KW>(a.c.col0,
+                [&](auto lead) { launch_roll<Prec, KW, decltype(lead)::value>(a, sep, s); });
 }
 
 /// A rank-one kernel for separable_cuda: odd square kernels of widths 3-7 on 16-byte aligned image

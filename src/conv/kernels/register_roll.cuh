@@ -73,16 +73,13 @@ __device__ inline void roll_load_row(R* dst, const ConvArgs& c, const RollChunks
   }
 }
 
-/// Stores 8 outputs of row i from column j0 where they are not one aligned 16-byte store (the
-/// last strip's edge, unaligned output rows). Out of line: the kernel's unrolled loop keeps only
-/// the vector store.
+/// store_outputs where the 8 outputs of row i from column j0 are not one aligned 16-byte store
+/// (the last strip's edge, unaligned output rows), its non-finite bits left to the caller's test.
+/// Out of line: the kernel's unrolled loop keeps only the vector store.
 template <class Prec>
 __device__ __noinline__ void roll_store_edge(const RegArgs& a, const OutWords<Prec, 8> o,
                                              long long i, long long j0) {
-  using R = typename Prec::R;
-  R* dst = static_cast<R*>(a.c.out) + i * a.c.out_cols + j0;
-  for (int p = 0; p < 8; ++p)
-    if (j0 + p < a.c.out_cols) dst[p] = static_cast<R>((p & 1) ? o.w[p >> 1] >> 16 : o.w[p >> 1]);
+  (void)store_outputs<Prec, 8>(a, o, i, j0);
 }
 
 /// The outputs of a thread's 8 columns in output rows [i0, i0 + rows) that overflowed: read back

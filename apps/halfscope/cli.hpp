@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "halfscope/bench/report.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 
@@ -71,6 +72,20 @@ void register_bench_cholesky(CLI::App& bench, Globals& g);    // cmd_bench_chole
 /// InvalidInput naming the option, what was expected and what was found for anything else (a
 /// sign, a fraction, another suffix, an empty value) and for more than 2^63 - 1 bytes.
 std::int64_t parse_size(std::string_view text, std::string_view option);
+
+/// `v` with `digits` decimals ("%.*f"), for tables and reports.
+std::string fixed(double v, int digits);
+
+/// The one 2-D array of an image file (.npy, .fits, .csv, .png); InvalidInput naming the file
+/// otherwise.
+Array read_single_array(const std::string& path);
+
+/// A benchmark case's parameter `key` when present with type T, else nullptr.
+template <class T>
+const T* bench_param(const bench::BenchCase& c, const char* key) {
+  const auto it = c.params.find(key);
+  return it == c.params.end() ? nullptr : std::get_if<T>(&it->second);
+}
 
 /// "0,1,3": a --devices list as the user typed it, for messages.
 std::string device_list_text(const std::vector<int>& devices);

@@ -50,12 +50,6 @@ struct AoReconstructorCliOptions {
   std::vector<int> devices;
 };
 
-std::string fixed(double v, int digits) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
-
 // The tomographic error and Strehl of R and of the FP64 reconstructor on the same FP64
 // covariances (generated once), and their differences.
 void print_evaluation(const ao::AoSystem& system, const Array& r, DeviceKind device,

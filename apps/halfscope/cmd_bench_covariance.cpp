@@ -35,14 +35,8 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-template <class T>
-const T* param(const bench::BenchCase& c, const char* key) {
-  const auto it = c.params.find(key);
-  return it == c.params.end() ? nullptr : std::get_if<T>(&it->second);
-}
-
 std::string num(const bench::BenchCase& c, const char* key, const char* fmt) {
-  const double* d = param<double>(c, key);
+  const double* d = bench_param<double>(c, key);
   if (!d || !std::isfinite(*d)) return "-";
   char buf[32];
   std::snprintf(buf, sizeof buf, fmt, *d);
@@ -58,23 +52,23 @@ std::string err(const bench::BenchCase& c, const char* key) {
 }
 
 const char* met_text(const bench::BenchCase& c) {
-  const auto* met = param<bool>(c, "met_1s");
+  const auto* met = bench_param<bool>(c, "met_1s");
   return met && *met ? "  <- target met (<= 1000 ms, scaled error <= 1e-12)"
                      : "  <- target NOT met (<= 1000 ms, scaled error <= 1e-12)";
 }
 
-void print_report(const bench::BenchReport& r) {
+void print_covariance_report(const bench::BenchReport& r) {
   std::printf("%-6s %-4s %-4s %-5s %-6s %-12s %9s %10s %10s %9s %7s %6s %10s %10s\n", "system", "L",
               "kind", "dev", "dtype", "kernel", "n", "first ms", "median ms", "elem ms", "GB/s",
               "TF/s", "max rel", "max scaled");
   for (const auto& c : r.cases) {
-    const auto* system = param<std::string>(c, "system");
-    const auto* layers = param<std::int64_t>(c, "layers");
-    const auto* kind = param<std::string>(c, "kind");
-    const auto* rows = param<std::int64_t>(c, "rows");
-    const auto* layout = param<std::string>(c, "table_layout");
-    const auto* warp = param<std::string>(c, "warp_shape");
-    const auto* direct = param<std::string>(c, "direct_path");
+    const auto* system = bench_param<std::string>(c, "system");
+    const auto* layers = bench_param<std::int64_t>(c, "layers");
+    const auto* kind = bench_param<std::string>(c, "kind");
+    const auto* rows = bench_param<std::int64_t>(c, "rows");
+    const auto* layout = bench_param<std::string>(c, "table_layout");
+    const auto* warp = bench_param<std::string>(c, "warp_shape");
+    const auto* direct = bench_param<std::string>(c, "direct_path");
     const std::string tab = layout ? layout->substr(0, 3) + "/" + (warp ? *warp : "") + "/" +
                                          (direct ? direct->substr(0, 4) : "")
                                    : "-";
@@ -82,14 +76,14 @@ void print_report(const bench::BenchReport& r) {
                 static_cast<long long>(layers ? *layers : 0), kind ? kind->c_str() : "?",
                 c.method.c_str(), c.precision.c_str(), tab.c_str(),
                 static_cast<long long>(rows ? *rows : 0));
-    if (const auto* skipped = param<std::string>(c, "skipped")) {
+    if (const auto* skipped = bench_param<std::string>(c, "skipped")) {
       std::printf("skipped: %s\n", skipped->c_str());
       continue;
     }
     char gb[32], tf[32];
     std::snprintf(gb, sizeof gb, "%.0f", c.GBps);
     std::snprintf(tf, sizeof tf, "%.2f", c.TFLOPs);
-    const auto* target = param<bool>(c, "target");
+    const auto* target = bench_param<bool>(c, "target");
     std::printf("%10s %10.2f %9s %7s %6s %10s %10s%s\n", num(c, "first_call_ms", "%.1f").c_str(),
                 c.stats.median_ms, num(c, "elements_ms", "%.1f").c_str(), gb, tf,
                 err(c, "max_rel").c_str(), err(c, "max_scaled").c_str(),
@@ -152,7 +146,7 @@ void run(const CovBenchArgs& a, const Globals& g) {
   for (const DeviceKind d : o.devices)
     if (d == DeviceKind::Cuda) (void)resolve_device(DeviceKind::Cuda);
   const bench::BenchReport r = bench::run_covariance_bench(o);
-  print_report(r);
+  print_covariance_report(r);
   if (!a.json.empty()) {
     r.write(a.json);
     info(g, "wrote " + a.json);

@@ -81,7 +81,7 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
 
 // The process grid of --grid "PxQ" (default: ProcessGrid::for_ranks's), checked against the
 // job's rank count.
-std::pair<int, int> parse_grid(const std::string& text, int ranks) {
+std::pair<int, int> cholesky_grid(const std::string& text, int ranks) {
   int p = 1, q = ranks;
   for (p = 1; p * p <= ranks; ++p)  // the squarest P x Q with P <= Q, as ProcessGrid::for_ranks
     if (ranks % p == 0) q = ranks / p;
@@ -185,7 +185,7 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     options.policy = check_arguments(c);
     options.recover = c.recover;
     (void)check_gpu_options(c, g.ranks);  // refuses them: CPU ranks only
-    const auto [p, q] = parse_grid(c.grid, g.ranks);
+    const auto [p, q] = cholesky_grid(c.grid, g.ranks);
     grid = mpi::ProcessGrid{p, q};
     const std::string device = c.device.empty() ? g.device : c.device;
     if (device == "cuda")
@@ -282,7 +282,7 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   options.policy = check_arguments(c);
   options.recover = c.recover;
   options.device_memory = check_gpu_options(c, 1);
-  (void)parse_grid(c.grid, 1);  // one process: only 1x1
+  (void)cholesky_grid(c.grid, 1);  // one process: only 1x1
   const std::string device_text = c.device.empty() ? g.device : c.device;
   const DeviceKind device = c.devices.empty() ? resolve_device(parse_device_kind(device_text))
                                               : check_device_list(c.devices, device_text);

@@ -22,13 +22,6 @@ struct ConvCliOptions {
   bool correlate = false, check = false;
 };
 
-Array read_single_array(const std::string& path) {
-  io::Dataset d = io::read_dataset(path);
-  if (d.waveforms || d.arrays.size() != 1)
-    throw InvalidInput(path + ": expected a file holding one 2-D array (.npy, .fits, .csv, .png)");
-  return d.arrays.front().second;
-}
-
 void run_conv(const Globals& g, const ConvCliOptions& c) {
   (void)io::format_of(c.output);
   io::check_output_path(c.output);

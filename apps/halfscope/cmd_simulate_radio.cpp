@@ -74,13 +74,6 @@ void write_all(const Globals& g,
   for (const auto& [path, bytes] : files) info(g, "wrote " + path);
 }
 
-Array read_single_array(const std::string& path) {
-  io::Dataset d = io::read_dataset(path);
-  if (d.waveforms || d.arrays.size() != 1)
-    throw InvalidInput(path + ": expected a file holding one 2-D array (.npy, .fits, ...)");
-  return d.arrays.front().second;
-}
-
 struct Size {
   std::int64_t size = 2048, rows = 0, cols = 0;
   [[nodiscard]] std::int64_t r() const { return rows > 0 ? rows : size; }

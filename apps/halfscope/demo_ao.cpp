@@ -35,12 +35,6 @@ double time_ms(const std::function<void()>& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, v);
-  return text;
-}
-
 // |a| elementwise, float64 (the picture of a covariance is of its magnitude on a log scale: the
 // entries span several decades and change sign, and the block structure shows in |C|).
 Array magnitude(const Array& a) {

@@ -31,12 +31,6 @@ std::string cell(const std::map<std::string, double>& m, const char* key, const 
   return b;
 }
 
-template <class T>
-const T* param(const bench::BenchCase& c, const char* key) {
-  const auto it = c.params.find(key);
-  return it == c.params.end() ? nullptr : std::get_if<T>(&it->second);
-}
-
 }  // namespace
 
 std::string demo_ao_policies_section(const Globals& g, bool measure) {
@@ -82,13 +76,13 @@ std::string demo_ao_policies_section(const Globals& g, bool measure) {
     Series ds{system, {}}, ts{system, {}};
     int index = 0;
     for (const bench::BenchCase& c : r.cases) {
-      const auto* s = param<std::string>(c, "system");
+      const auto* s = bench_param<std::string>(c, "system");
       if (!s || *s != system || c.implementation != "halfscope" || c.precision == "double")
         continue;
       ++index;
       h << "<tr><td>" << index << "</td><td>" << system << "</td><td>" << html_escape(c.precision)
         << "</td>";
-      if (const auto* failed = param<std::string>(c, "failed")) {
+      if (const auto* failed = bench_param<std::string>(c, "failed")) {
         h << "<td colspan=\"4\">failed: " << html_escape(*failed) << "</td></tr>\n";
         continue;
       }
@@ -97,7 +91,7 @@ std::string demo_ao_policies_section(const Globals& g, bool measure) {
       ts.points.emplace_back(index, c.stats.median_ms);
       std::string tiles;
       for (const char* v : {"DP", "SP", "TF32", "HP1", "HP2", "HP3", "BF16"}) {
-        const auto* n = param<std::int64_t>(c, ("tiles_" + std::string(v)).c_str());
+        const auto* n = bench_param<std::int64_t>(c, ("tiles_" + std::string(v)).c_str());
         if (n && *n > 0)
           tiles += (tiles.empty() ? "" : ", ") + std::string(v) + " " + std::to_string(*n);
       }

@@ -104,7 +104,7 @@ std::string cpu_sweep(const Globals& g, const fs::path& camera) {
   return h.str();
 }
 
-std::string gpu_recorded(const fs::path& results) {
+std::string conv_gpu_recorded(const fs::path& results) {
   const auto files = bench::recorded_report_files(results, "-conv");
   if (files.empty())
     return "<p>No GPU convolution benchmark is recorded in <code>bench/results/</code> yet.</p>\n";
@@ -149,7 +149,7 @@ std::string demo_conv_section(const Globals& g, const fs::path& camera, const fs
        "checked against FP64 (MRE, eq. 5 of the study). Deconvolution arrives with its own "
        "issue.</p>\n";
   if (measure) h << cpu_sweep(g, camera);
-  h << gpu_recorded(results) << "</section>\n";
+  h << conv_gpu_recorded(results) << "</section>\n";
   return h.str();
 }
 

@@ -149,7 +149,7 @@ std::string cpu_table(const Globals& g, const fs::path& example) {
   return h.str();
 }
 
-std::string gpu_recorded(const fs::path& results) {
+std::string mfilter_gpu_recorded(const fs::path& results) {
   const auto files = bench::recorded_report_files(results, "-mfilter");
   if (files.empty())
     return "<p>No GPU matched-filtering benchmark is recorded in <code>bench/results/</code> "
@@ -282,7 +282,7 @@ std::string demo_mfilter_section(const Globals& g, const fs::path& example, cons
        "moveouts and weights (Fast Matched Filter's semantics) and detection (EQcorrscan's). "
        "Details in docs/mfilter.md.</p>\n";
   if (measure) h << cpu_table(g, example);
-  h << gpu_recorded(results) << detection_demo() << "</section>\n";
+  h << mfilter_gpu_recorded(results) << detection_demo() << "</section>\n";
   return h.str();
 }
 

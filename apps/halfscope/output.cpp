@@ -1,9 +1,11 @@
-// Messages and the progress bar shared by the subcommands.
+// Messages, the progress bar and small helpers shared by the subcommands.
 #include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 
 #include "cli.hpp"
+#include "halfscope/core/error.hpp"
 #include "halfscope/io/dataset.hpp"
 
 namespace halfscope::cli {
@@ -25,6 +27,19 @@ void warn_gathered(const Globals& g, const std::string& command, std::int64_t ra
 
 void warn(const std::string& message) {
   std::cerr << "halfscope: warning: " << message << "\n";
+}
+
+std::string fixed(double v, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
+}
+
+Array read_single_array(const std::string& path) {
+  io::Dataset d = io::read_dataset(path);
+  if (d.waveforms || d.arrays.size() != 1)
+    throw InvalidInput(path + ": expected a file holding one 2-D array (.npy, .fits, .csv, .png)");
+  return d.arrays.front().second;
 }
 
 Progress::Progress(const Globals& g, std::string label, long long total)

@@ -143,14 +143,17 @@ inline float __fmaf_rn(float a, float b, float c) {
 }
 
 // FP16 fma: a*b + c exact in double for the operands the tests use (at most 2*11 + 11 bits over a
-// span well inside 53), then one correct rounding to FP16 (halfscope::Half(double) rounds to odd
-// first, which makes the second rounding exact): what the hardware's fused HFMA computes.
+// span well inside 53), then one correct rounding to FP16 (rounding to odd in float first makes the
+// second rounding exact): what the hardware's fused HFMA computes. The integer conversions of
+// half.hpp, not _Float16: GCC turns _Float16 <-> double into libgcc's soft-float calls, which
+// raise the FP exception flags by real operations and cost 50-230 ns per fma (the emulated FP16
+// tests spent most of their time there); these take 15.
 inline unsigned short emu_hfma_bits(unsigned short a, unsigned short b, unsigned short c) {
-  using halfscope::Half;
-  const double r = std::fma(static_cast<double>(Half::from_bits(a).to_float()),
-                            static_cast<double>(Half::from_bits(b).to_float()),
-                            static_cast<double>(Half::from_bits(c).to_float()));
-  return Half(r).bits;
+  using namespace halfscope;
+  const double r = std::fma(static_cast<double>(half_bits_to_float_soft(a)),
+                            static_cast<double>(half_bits_to_float_soft(b)),
+                            static_cast<double>(half_bits_to_float_soft(c)));
+  return float_to_half_bits_rne_soft(double_to_float_round_to_odd(r));
 }
 inline __half __hfma(__half a, __half b, __half c) {
   return __ushort_as_half(

@@ -80,26 +80,49 @@ SHAPES = [((17, 23), (3, 3)), ((16, 20), (4, 6)), ((9, 31), (7, 2)), ((1, 40), (
           ((6, 5), (9, 8))]
 
 
-@pytest.mark.parametrize("method", ["direct", "fft"])
-@pytest.mark.parametrize("precision", ["double", "single", "half", "mixed", "bf16"])
-@pytest.mark.parametrize("mode", ["full", "same", "valid"])
-@pytest.mark.parametrize("boundary", ["zero", "circular"])
-def test_cpu_methods_match_scipy(tmp_path, method, precision, mode, boundary):
-    # A stable seed (Python's hash() of strings changes per process): failures reproduce.
-    rng = np.random.default_rng(zlib.crc32(f"{method}/{precision}/{mode}/{boundary}".encode()))
-    for (r, c), (kr, kc) in SHAPES:
+METHODS, PRECISIONS = ["direct", "fft"], ["double", "single", "half", "mixed", "bf16"]
+MODES, BOUNDARIES = ["full", "same", "valid"], ["zero", "circular"]
+
+
+def cli_case(method, precision, mode, boundary):
+    """One (shapes, correlate) case for an option combination, from a stable hash of it (Python's
+    hash() of strings changes per process, so failures would not reproduce), the first of SHAPES
+    from a hashed start that the mode and boundary accept."""
+    key = zlib.crc32(f"{method}/{precision}/{mode}/{boundary}".encode())
+    for i in range(len(SHAPES)):
+        (r, c), (kr, kc) = SHAPES[(key + i) % len(SHAPES)]
         if boundary == "circular" and (kr > r or kc > c):
             continue  # SciPy's wrap pads once: it is periodic only for kernels within the image
-        img = rng.uniform(-1, 1, (r, c))
-        ker = rng.uniform(-1, 1, (kr, kc))
-        for correlate in (False, True):
-            if mode == "valid" and not ((kr <= r and kc <= c) or (kr >= r and kc >= c)):
-                continue
-            res, out = conv(tmp_path, img, ker, method=method, precision=precision, mode=mode,
-                            boundary=boundary, correlate=correlate, device="cpu")
-            assert res.returncode == 0, res.stderr
-            ref, absref, x, k = reference(img, ker, mode, boundary, correlate, precision)
-            check(np.load(out).astype(np.float64), ref, absref, x, k, method, precision)
+        if mode == "valid" and not ((kr <= r and kc <= c) or (kr >= r and kc >= c)):
+            continue
+        return key, (r, c), (kr, kc), bool(key & 8)
+    raise AssertionError("no shape fits")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_cpu_methods_match_scipy(tmp_path, method, precision, mode, boundary):
+    # Every option combination through the command line, one run each (cli_case); the full shape
+    # x correlation grid runs in-process in tests/python_api/test_conv_api.py (test_matches_scipy):
+    # a process per case made this test two minutes long.
+    key, (r, c), (kr, kc), correlate = cli_case(method, precision, mode, boundary)
+    rng = np.random.default_rng(key)
+    img = rng.uniform(-1, 1, (r, c))
+    ker = rng.uniform(-1, 1, (kr, kc))
+    res, out = conv(tmp_path, img, ker, method=method, precision=precision, mode=mode,
+                    boundary=boundary, correlate=correlate, device="cpu")
+    assert res.returncode == 0, res.stderr
+    ref, absref, x, k = reference(img, ker, mode, boundary, correlate, precision)
+    check(np.load(out).astype(np.float64), ref, absref, x, k, method, precision)
+
+
+def test_cpu_runs_cover_every_kernel_shape_and_flag():
+    """The one run per combination above still meets every kernel of SHAPES with both flags."""
+    seen = {cli_case(m, p, mode, b)[2:] for m in METHODS for p in PRECISIONS for mode in MODES
+            for b in BOUNDARIES}
+    assert seen == {(k, f) for _, k in SHAPES for f in (False, True)}, sorted(seen)
 
 
 def test_gpu_methods_match_scipy(tmp_path):

@@ -1,8 +1,8 @@
 // `halfscope bench conv`: study 000's convolution benchmark (Figures 2-4) on this GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,12 +23,15 @@ struct ConvBenchArgs {
   std::vector<std::int64_t> sizes, widths;
   std::vector<std::string> methods;
   int repeats = 20;
+  int calls_per_sample = 1;
 };
 
 std::pair<ConvMethod, Precision> parse_case(const std::string& text) {
   const auto colon = text.find(':');
   if (colon == std::string::npos)
-    throw InvalidInput("bench conv: --methods takes METHOD:PRECISION items (register:mixed), found '" + text + "'");
+    throw InvalidInput(
+        "bench conv: --methods takes METHOD:PRECISION items (register:mixed), found '" + text +
+        "'");
   return {parse_conv_method(text.substr(0, colon)), parse_precision(text.substr(colon + 1))};
 }
 
@@ -43,18 +46,21 @@ void print_conv_report(const bench::BenchReport& r, const std::optional<bench::C
   for (const auto& c : r.cases) {
     if (c.params.count("failed")) {
       std::printf("%-6.0f %-5.0f %-9s %-7s   %s\n", param_int(c, "rows"), param_int(c, "kernel"),
-                  c.method.c_str(), c.precision.c_str(), std::get<std::string>(c.params.at("failed")).c_str());
+                  c.method.c_str(), c.precision.c_str(),
+                  std::get<std::string>(c.params.at("failed")).c_str());
       continue;
     }
     const auto mre = c.error.count("mre") ? c.error.at("mre") : NAN;
     std::printf("%-6.0f %-5.0f %-9s %-7s %10.4f %8.0f %8.2f %10.2e\n", param_int(c, "rows"),
-                param_int(c, "kernel"), c.method.c_str(), c.precision.c_str(), c.stats.median_ms, c.GBps,
-                c.TFLOPs, mre);
+                param_int(c, "kernel"), c.method.c_str(), c.precision.c_str(), c.stats.median_ms,
+                c.GBps, c.TFLOPs, mre);
   }
-  if (ceil) std::printf("ceilings (%s): copy %.0f GB/s, FP32 %.1f, FP16 %.1f TFLOP/s\n", ceil->device.c_str(),
-                        ceil->copy_GBps, ceil->fp32_TFLOPs, ceil->fp16_TFLOPs);
+  if (ceil)
+    std::printf("ceilings (%s): copy %.0f GB/s, FP32 %.1f, FP16 %.1f TFLOP/s\n",
+                ceil->device.c_str(), ceil->copy_GBps, ceil->fp32_TFLOPs, ceil->fp16_TFLOPs);
   // The study's crossover: the first width at which FFT beats the best direct method, per size.
-  std::map<std::pair<double, double>, std::map<std::string, double>> best;  // (size, width) -> method -> ms
+  std::map<std::pair<double, double>, std::map<std::string, double>>
+      best;  // (size, width) -> method -> ms
   for (const auto& c : r.cases)
     if (c.precision == "single" && !c.params.count("failed"))
       best[{param_int(c, "rows"), param_int(c, "kernel")}][c.method] = c.stats.median_ms;
@@ -67,7 +73,8 @@ void print_conv_report(const bench::BenchReport& r, const std::optional<bench::C
     if (m.at("fft") < direct) crossover[key.first] = key.second;
   }
   for (const auto& [size, width] : crossover)
-    std::printf("crossover (single): FFT overtakes the direct methods at width %.0f on %.0f^2\n", width, size);
+    std::printf("crossover (single): FFT overtakes the direct methods at width %.0f on %.0f^2\n",
+                width, size);
 }
 
 void run_bench_conv(const ConvBenchArgs& a, const Globals& g) {
@@ -77,6 +84,7 @@ void run_bench_conv(const ConvBenchArgs& a, const Globals& g) {
   if (!a.widths.empty()) o.widths = a.widths;
   for (const auto& m : a.methods) o.cases.push_back(parse_case(m));
   o.repeats = a.repeats;
+  o.calls_per_sample = a.calls_per_sample;
   o.image_512 = a.image512;
   o.export_dir = a.export_dir;
   o.progress = [&g](const std::string& m) { info(g, m); };
@@ -95,15 +103,26 @@ void run_bench_conv(const ConvBenchArgs& a, const Globals& g) {
 
 void register_bench_conv(CLI::App& bench, Globals& g) {
   auto a = std::make_shared<ConvBenchArgs>();
-  auto* cmd = bench.add_subcommand("conv", "study 000: convolution time and error against kernel width (GPU)");
+  auto* cmd = bench.add_subcommand(
+      "conv", "study 000: convolution time and error against kernel width (GPU)");
   cmd->add_option("--json", a->json, "write the results to this JSON file");
-  cmd->add_option("--sizes", a->sizes, "square image sizes (default 512 4096 8192)")->delimiter(',');
-  cmd->add_option("--widths", a->widths, "kernel widths (default 3..115, 16 values)")->delimiter(',');
-  cmd->add_option("--methods", a->methods, "METHOD:PRECISION pairs (default: every GPU pair)")->delimiter(',');
-  cmd->add_option("--repeats", a->repeats, "timed calls per case")->capture_default_str();
-  cmd->add_option("--image512", a->image512, "the 512x512 test image (.npy)")->capture_default_str();
-  cmd->add_option("--export-inputs", a->export_dir, "write the inputs for bench/peers/conv_peers.py here");
-  cmd->add_option("--results", a->results, "recorded ceilings to compare with")->capture_default_str();
+  cmd->add_option("--sizes", a->sizes, "square image sizes (default 512 4096 8192)")
+      ->delimiter(',');
+  cmd->add_option("--widths", a->widths, "kernel widths (default 3..115, 16 values)")
+      ->delimiter(',');
+  cmd->add_option("--methods", a->methods, "METHOD:PRECISION pairs (default: every GPU pair)")
+      ->delimiter(',');
+  cmd->add_option("--repeats", a->repeats, "timed samples per case")->capture_default_str();
+  cmd->add_option("--calls-per-sample", a->calls_per_sample,
+                  "back-to-back calls per timed sample (1: each call timed on its own)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--image512", a->image512, "the 512x512 test image (.npy)")
+      ->capture_default_str();
+  cmd->add_option("--export-inputs", a->export_dir,
+                  "write the inputs for bench/peers/conv_peers.py here");
+  cmd->add_option("--results", a->results, "recorded ceilings to compare with")
+      ->capture_default_str();
   cmd->callback([a, &g] { run_bench_conv(*a, g); });
 }
 

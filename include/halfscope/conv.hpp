@@ -9,6 +9,7 @@
 // least as large as the other in both dimensions and then swaps them if the kernel is the larger.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,10 @@
 #include "halfscope/core/precision.hpp"
 
 namespace halfscope {
+
+namespace conv {
+class KernelPrep;  // src/conv/kernel_prep.hpp
+}
 
 enum class ConvMode { Full, Same, Valid };
 enum class Boundary { Zero, Circular };
@@ -84,6 +89,38 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& opt
 /// by conv_check_overflow(), which the caller must call before relying on the device result.
 void convolve2d_into(const Array& image, const Array& kernel, Array& out,
                      const ConvOptions& options = {});
+
+/// A kernel prepared for many convolutions with one set of options, as an FFTW plan is: the kernel
+/// in the precision's storage type (flipped for correlation), its copy on the GPU the calls run on,
+/// and the low-rank factors that method Separable, and Auto on the GPU, use. Those are found once,
+/// here, so a call on device arrays neither converts the kernel nor reads it back to factor it (a
+/// synchronisation per call for a device kernel otherwise): with `defer_overflow_check` a call only
+/// enqueues its work, and back-to-back calls run at the kernels' speed. For a point-spread
+/// function applied at every iteration of a solver, a filter over a stream of images.
+///
+///   ConvPlan blur(psf, {.mode = ConvMode::Same, .precision = Precision::Mixed});
+///   blur.run(image, out);   // = convolve2d_into(image, psf, out, options)
+///
+/// The plan holds a copy: later changes to the caller's kernel array do not reach it. Calls may
+/// come from several threads. Errors are those of convolve2d, from the constructor for the kernel
+/// (conversion to the storage type) and from run for everything else.
+class ConvPlan {
+ public:
+  explicit ConvPlan(const Array& kernel, const ConvOptions& options = {});
+  ~ConvPlan();
+  ConvPlan(ConvPlan&&) noexcept;
+  ConvPlan& operator=(ConvPlan&&) noexcept;
+
+  /// convolve2d_into(image, kernel, out, options()).
+  void run(const Array& image, Array& out) const;
+  /// convolve2d(image, kernel, options()).
+  [[nodiscard]] Array operator()(const Array& image) const;
+  [[nodiscard]] const ConvOptions& options() const noexcept { return options_; }
+
+ private:
+  ConvOptions options_;
+  std::unique_ptr<const conv::KernelPrep> kernel_;
+};
 
 /// Waits for this thread's GPU convolutions whose FP16 / BF16 overflow check was deferred
 /// (ConvOptions::defer_overflow_check with a device output, see convolve2d_into) and throws

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "conv/backends.hpp"
+#include "conv/kernel_prep.hpp"
 #include "conv/overflow_check.hpp"
 #include "conv/planner.hpp"
 #include "core/name_table.hpp"
@@ -216,41 +217,32 @@ struct Prepared {
   Precision precision =
       Precision::Single;  // what the method runs in (Auto may run single as split)
   Array image, kernel;    // storage dtype, in the memory the method runs in
-  std::optional<conv::SeparableFactors> factors;  // Auto on the GPU, for a low-rank kernel
+  std::optional<conv::SeparableFactors> own_factors;     // Auto on the GPU, for a low-rank kernel
+  const conv::SeparableFactors* plan_factors = nullptr;  // a ConvPlan's (Auto or Separable)
+  [[nodiscard]] const conv::SeparableFactors* factors() const {
+    return plan_factors ? plan_factors : own_factors ? &*own_factors : nullptr;
+  }
 };
 
-// Auto on the GPU: the kernel's low-rank factors when it is wide enough for them to pay off and
-// a precision of the separable method can serve the call (split as single: same storage,
-// FP32-grade). A device kernel is read back for this (a synchronisation).
-std::optional<conv::SeparableFactors> auto_factors(const conv::Geometry& g, const Array& kernel,
-                                                   Precision p) {
-  const Precision run = conv::separable_precision(p);
-  const auto ps = conv_supported_precisions(ConvMethod::Separable, DeviceKind::Cuda);
-  const int max_rank = conv::separable_worthwhile_rank(g.krows, g.kcols);
-  // Beyond 1024 taps a line the method's shared-memory tiles do not fit (and the valid-mode swap
-  // can make the "kernel" a whole image, not worth reading back).
-  if (std::max(g.krows, g.kcols) < conv::kSeparableMinWidth || g.krows > 1024 || g.kcols > 1024 ||
-      max_rank == 0 || std::find(ps.begin(), ps.end(), run) == ps.end())
-    return std::nullopt;
-  return conv::factor_separable(kernel, conv::separable_tolerance(run), max_rank);
-}
-
-Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) {
+Prepared prepare(const Array& image, const Array& kernel, const conv::KernelPrep* prep,
+                 const ConvOptions& o) {
   if (image.empty() || kernel.empty()) throw InvalidInput("convolve2d: an input array is empty");
   if (image.ndim() != 2 || kernel.ndim() != 2)
     throw InvalidInput("convolve2d: expected 2-D image and kernel, found image " +
                        image.describe() + " and kernel " + kernel.describe());
   Prepared w;
   w.device = o.device;
-  if (w.device == DeviceKind::Auto && (image.on_device() || kernel.on_device()))
+  if (w.device == DeviceKind::Auto &&
+      (image.on_device() || (prep ? prep->from_device() : kernel.on_device())))
     w.device = DeviceKind::Cuda;
   w.device = resolve_device(w.device);
   const auto [out_rows, out_cols] =
       conv_output_shape(image.dim(0), image.dim(1), kernel.dim(0), kernel.dim(1), o.mode);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array img = to_storage(image, o.precision, mem, "image");
-  // The kernel is small: flip it on the host for correlation.
-  Array ker = o.correlate
+  // The kernel is small: flip it on the host for correlation (a plan has done both already).
+  Array ker = prep ? prep->in(mem)
+              : o.correlate
                   ? to_storage(flipped(to_storage(kernel, o.precision, Memory::host, "kernel")),
                                o.precision, mem, "kernel")
                   : to_storage(kernel, o.precision, mem, "kernel");
@@ -263,7 +255,10 @@ Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) 
     g.col0 = o.correlate ? ker.dim(1) / 2 : (ker.dim(1) - 1) / 2;
   } else if (o.mode == ConvMode::Valid) {
     // SciPy swaps the inputs when the kernel is the larger (a convolution commutes).
-    if (!(ker.dim(0) <= img.dim(0) && ker.dim(1) <= img.dim(1))) std::swap(img, ker);
+    if (!(ker.dim(0) <= img.dim(0) && ker.dim(1) <= img.dim(1))) {
+      std::swap(img, ker);
+      prep = nullptr;  // its factors are the kernel's, not the image's
+    }
     g.row0 = ker.dim(0) - 1;
     g.col0 = ker.dim(1) - 1;
   }
@@ -272,14 +267,18 @@ Prepared prepare(const Array& image, const Array& kernel, const ConvOptions& o) 
   g.krows = ker.dim(0);
   g.kcols = ker.dim(1);
   if (o.method == ConvMethod::Auto) {
-    if (w.device == DeviceKind::Cuda) w.factors = auto_factors(g, ker, o.precision);
-    const conv::Plan plan = conv::plan_method(g, o.precision, w.device, o.plan_by_measuring,
-                                              w.factors ? &*w.factors : nullptr);
+    if (w.device == DeviceKind::Cuda && prep)
+      w.plan_factors = prep->auto_factors();
+    else if (w.device == DeviceKind::Cuda)
+      w.own_factors = conv::auto_factors(g.krows, g.kcols, ker, o.precision);
+    const conv::Plan plan =
+        conv::plan_method(g, o.precision, w.device, o.plan_by_measuring, w.factors());
     w.method = plan.method;
     w.precision = plan.precision;
   } else {
     w.method = o.method;
     w.precision = o.precision;
+    if (prep && w.method == ConvMethod::Separable) w.plan_factors = prep->separable_factors();
   }
   check_supported(w.method, w.precision, w.device);
   w.image = std::move(img);
@@ -293,8 +292,31 @@ void conv_check_overflow() {
   conv::wait_deferred_overflow();
 }
 
-void convolve2d_into(const Array& image, const Array& kernel, Array& out, const ConvOptions& o) {
-  Prepared w = prepare(image, kernel, o);
+namespace conv {
+
+Array host_storage_kernel(const Array& kernel, const ConvOptions& o) {
+  if (kernel.empty() || kernel.ndim() != 2)
+    throw InvalidInput("ConvPlan: expected a non-empty 2-D kernel, found " + kernel.describe());
+  const Array k = to_storage(kernel, o.precision, Memory::host, "kernel");
+  return o.correlate ? flipped(k) : k.clone(Memory::host);  // a copy of its own, always
+}
+
+std::optional<SeparableFactors> auto_factors(std::int64_t krows, std::int64_t kcols,
+                                             const Array& kernel, Precision p) {
+  const Precision run = separable_precision(p);
+  const auto ps = conv_supported_precisions(ConvMethod::Separable, DeviceKind::Cuda);
+  const int max_rank = separable_worthwhile_rank(krows, kcols);
+  // Beyond 1024 taps a line the method's shared-memory tiles do not fit (and the valid-mode swap
+  // can make the "kernel" a whole image, not worth reading back).
+  if (std::max(krows, kcols) < kSeparableMinWidth || krows > 1024 || kcols > 1024 ||
+      max_rank == 0 || std::find(ps.begin(), ps.end(), run) == ps.end())
+    return std::nullopt;
+  return factor_separable(kernel, separable_tolerance(run), max_rank);
+}
+
+void convolve_into(const Array& image, const Array& kernel, const KernelPrep* prep, Array& out,
+                   const ConvOptions& o) {
+  Prepared w = prepare(image, kernel, prep, o);
   const Shape want{w.g.out_rows, w.g.out_cols};
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   if (out.empty() || out.shape() != want || out.dtype() != storage_dtype(o.precision) ||
@@ -306,32 +328,41 @@ void convolve2d_into(const Array& image, const Array& kernel, Array& out, const 
   // A device output may leave the FP16 overflow check for later when the caller opts in
   // (overflow_check.hpp); otherwise the check completes before this call returns.
   const conv::OverflowDeferralScope defer(out.on_device() && o.defer_overflow_check);
-  conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out,
-                   w.factors ? &*w.factors : nullptr);
+  run_method(w.method, w.g, w.precision, w.image, w.kernel, out, w.factors());
   // Earlier deferred calls of this thread that have finished, checked without waiting; after the
   // launch, so this host work overlaps the GPU's.
   conv::poll_deferred_overflow();
 }
 
-ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
-  return prepare(image, kernel, o).method;
-}
-
-Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) {
-  Prepared w = prepare(image, kernel, o);
+Array convolve(const Array& image, const Array& kernel, const KernelPrep* prep,
+               const ConvOptions& o) {
+  Prepared w = prepare(image, kernel, prep, o);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array out(storage_dtype(o.precision), {w.g.out_rows, w.g.out_cols}, mem);
-  const bool device_input = image.on_device() || kernel.on_device();
+  const bool device_input = image.on_device() || (prep ? prep->from_device() : kernel.on_device());
   {
     // The result stays on the device only for device inputs: only then may the check wait, and
     // only when the caller opted in.
     const conv::OverflowDeferralScope defer(mem == Memory::device && device_input &&
                                             o.defer_overflow_check);
-    conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out,
-                     w.factors ? &*w.factors : nullptr);
+    conv::run_method(w.method, w.g, w.precision, w.image, w.kernel, out, w.factors());
   }
   conv::poll_deferred_overflow();
   return mem == Memory::device && !device_input ? out.to(Memory::host) : out;
+}
+
+}  // namespace conv
+
+void convolve2d_into(const Array& image, const Array& kernel, Array& out, const ConvOptions& o) {
+  conv::convolve_into(image, kernel, nullptr, out, o);
+}
+
+Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) {
+  return conv::convolve(image, kernel, nullptr, o);
+}
+
+ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
+  return prepare(image, kernel, nullptr, o).method;
 }
 
 }  // namespace halfscope

@@ -115,6 +115,10 @@ class ConvPlan {
   void run(const Array& image, Array& out) const;
   /// convolve2d(image, kernel, options()).
   [[nodiscard]] Array operator()(const Array& image) const;
+  /// The method a call on `image` runs (conv_resolve_method). Auto with a plan considers the
+  /// separable method for every kernel of a rank worth running, from 5x5 (rank one) on, where a
+  /// call without one starts at 7x7: the plan has factored the kernel already.
+  [[nodiscard]] ConvMethod resolve_method(const Array& image) const;
   [[nodiscard]] const ConvOptions& options() const noexcept { return options_; }
 
  private:

@@ -19,7 +19,7 @@ from . import _core
 from ._core import (CudaError, Error, InvalidInput, IoError, NotPositiveDefinite,
                     NumericalError, Unsupported, cuda_available)
 from . import ao, eqcorrscan, linalg, simulate
-from .conv import convolve2d, correlate2d, fftconvolve
+from .conv import ConvPlan, convolve2d, correlate2d, fftconvolve
 from .deconv import DeconvResult, apply_psf, deconvolve, tikhonov_criterion, tikhonov_exact
 from .mfilter import detect, matched_filter, matched_filter_detect
 
@@ -28,7 +28,8 @@ __version__ = _core.version()
 
 __all__ = [
     "Error", "InvalidInput", "IoError", "Unsupported", "CudaError", "NumericalError",
-    "NotPositiveDefinite", "info", "cuda_available", "convolve2d", "correlate2d", "fftconvolve",
+    "NotPositiveDefinite", "info", "cuda_available", "ConvPlan", "convolve2d", "correlate2d",
+    "fftconvolve",
     "deconvolve", "DeconvResult", "tikhonov_exact", "tikhonov_criterion", "apply_psf",
     "matched_filter", "matched_filter_detect", "detect", "simulate", "ao", "linalg",
     "eqcorrscan", "io", "plots",

@@ -133,7 +133,7 @@ BenchReport run_conv_bench(const ConvBenchOptions& o) {
           const ErrorMetrics m = compare(reference, out.to(Memory::host));
           c.error = {{"mre", m.mre}, {"max_abs", m.max_abs}, {"rel_frobenius", m.rel_frobenius}};
           if (method == ConvMethod::Auto) {
-            const ConvMethod chosen = conv_resolve_method(img, ker, opt);
+            const ConvMethod chosen = plan.resolve_method(img);
             c.params["chosen"] = std::string(conv_method_name(chosen));
           }
         } catch (const Error& e) {

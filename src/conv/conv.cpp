@@ -302,14 +302,15 @@ Array host_storage_kernel(const Array& kernel, const ConvOptions& o) {
 }
 
 std::optional<SeparableFactors> auto_factors(std::int64_t krows, std::int64_t kcols,
-                                             const Array& kernel, Precision p) {
+                                             const Array& kernel, Precision p,
+                                             std::int64_t min_width) {
   const Precision run = separable_precision(p);
   const auto ps = conv_supported_precisions(ConvMethod::Separable, DeviceKind::Cuda);
   const int max_rank = separable_worthwhile_rank(krows, kcols);
   // Beyond 1024 taps a line the method's shared-memory tiles do not fit (and the valid-mode swap
   // can make the "kernel" a whole image, not worth reading back).
-  if (std::max(krows, kcols) < kSeparableMinWidth || krows > 1024 || kcols > 1024 ||
-      max_rank == 0 || std::find(ps.begin(), ps.end(), run) == ps.end())
+  if (std::max(krows, kcols) < min_width || krows > 1024 || kcols > 1024 || max_rank == 0 ||
+      std::find(ps.begin(), ps.end(), run) == ps.end())
     return std::nullopt;
   return factor_separable(kernel, separable_tolerance(run), max_rank);
 }
@@ -351,6 +352,11 @@ Array convolve(const Array& image, const Array& kernel, const KernelPrep* prep,
   return mem == Memory::device && !device_input ? out.to(Memory::host) : out;
 }
 
+ConvMethod resolve_method(const Array& image, const Array& kernel, const KernelPrep* prep,
+                          const ConvOptions& o) {
+  return prepare(image, kernel, prep, o).method;
+}
+
 }  // namespace conv
 
 void convolve2d_into(const Array& image, const Array& kernel, Array& out, const ConvOptions& o) {
@@ -362,7 +368,7 @@ Array convolve2d(const Array& image, const Array& kernel, const ConvOptions& o) 
 }
 
 ConvMethod conv_resolve_method(const Array& image, const Array& kernel, const ConvOptions& o) {
-  return prepare(image, kernel, nullptr, o).method;
+  return conv::resolve_method(image, kernel, nullptr, o);
 }
 
 }  // namespace halfscope

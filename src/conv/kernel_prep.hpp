@@ -49,10 +49,12 @@ class KernelPrep {
 Array host_storage_kernel(const Array& kernel, const ConvOptions& o);
 
 /// Auto's factors for a (krows x kcols) kernel in storage-typed `kernel` at precision `p`: the
-/// low-rank factors when it is wide enough for them to pay off and a precision of the separable
-/// method serves `p`, else none. A device kernel is read back (a synchronisation).
+/// low-rank factors when it is at least `min_width` wide, of a rank worth running, and a precision
+/// of the separable method serves `p`, else none. A device kernel is read back (a
+/// synchronisation, which is why calls without a plan start at kSeparableMinWidth).
 std::optional<SeparableFactors> auto_factors(std::int64_t krows, std::int64_t kcols,
-                                             const Array& kernel, Precision p);
+                                             const Array& kernel, Precision p,
+                                             std::int64_t min_width = kSeparableMinWidth);
 
 /// convolve2d_into / convolve2d with the kernel as an array (`prep` null), or prepared (from a
 /// ConvPlan with options `o`: `kernel` is then prep->host()).
@@ -60,5 +62,7 @@ void convolve_into(const Array& image, const Array& kernel, const KernelPrep* pr
                    const ConvOptions& o);
 Array convolve(const Array& image, const Array& kernel, const KernelPrep* prep,
                const ConvOptions& o);
+ConvMethod resolve_method(const Array& image, const Array& kernel, const KernelPrep* prep,
+                          const ConvOptions& o);
 
 }  // namespace halfscope::conv

@@ -57,8 +57,10 @@ TEST(ConvPlanGpu, MatchesConvolve2dIntoOnDeviceArrays) {
           const Array img = image.astype(st).to(Memory::device);
           const Array ker = k.astype(st).to(Memory::device);
           Array want(st, img.shape(), Memory::device), got(st, img.shape(), Memory::device);
-          convolve2d_into(img, ker, want, o);
           const ConvPlan plan(ker, o);
+          ConvOptions same = o;  // Auto: what the plan chose (it may take separable earlier)
+          same.method = plan.resolve_method(img);
+          convolve2d_into(img, ker, want, same);
           plan.run(img, got);
           const std::string what = std::string(conv_method_name(m)) + " " +
                                    std::string(precision_name(p)) + " " + std::to_string(k.dim(0)) +
@@ -70,6 +72,19 @@ TEST(ConvPlanGpu, MatchesConvolve2dIntoOnDeviceArrays) {
         }
       }
   EXPECT_EQ(checked, 88);
+}
+
+// Auto with a plan tests the kernel for low rank from 5x5 (factoring costs no read-back there), a
+// call with the kernel array from 7x7.
+TEST(ConvPlanGpu, AutoWithAPlanConsidersSeparableFrom5x5) {
+  HS_REQUIRE_GPU();
+  const Array img = random(128, 128, 5).to(Memory::device);
+  const ConvOptions o = gpu(ConvMethod::Auto, Precision::Single);
+  const Array g5 = sim::gaussian_kernel(5).astype(DType::f32);
+  EXPECT_EQ(ConvPlan(g5, o).resolve_method(img), ConvMethod::Separable);
+  EXPECT_EQ(conv_resolve_method(img, g5, o), ConvMethod::Register);
+  EXPECT_EQ(ConvPlan(random(5, 5, 6), o).resolve_method(img), ConvMethod::Register);  // rank 5
+  EXPECT_EQ(ConvPlan(sim::gaussian_kernel(3), o).resolve_method(img), ConvMethod::Register);
 }
 
 TEST(ConvPlanGpu, BackToBackCallsWithTheCheckDeferred) {

@@ -197,3 +197,35 @@ def test_strided_views_equal_contiguous_copies(rng):
         ref = signal.convolve2d(img, ker, mode="same")
         assert np.abs(got - ref).max() <= 1.01 * (ker.size + 2) * 2.0**-24 * \
             signal.convolve2d(np.abs(img), np.abs(ker), mode="same").max()
+
+
+@pytest.mark.parametrize("correlate", [False, True])
+@pytest.mark.parametrize("precision", ["double", "half", "bf16"])
+def test_conv_plan_equals_the_function(rng, correlate, precision):
+    """hs.ConvPlan(kernel, ...)(image) gives, bit for bit, what hs.convolve2d / correlate2d give
+    with the same arguments (the same methods on the same storage-typed kernel)."""
+    ker = rng.uniform(-1, 1, (5, 4))
+    plan = hs.ConvPlan(ker, mode="same", boundary="wrap", correlate=correlate,
+                       precision=precision, device="cpu")
+    function = hs.correlate2d if correlate else hs.convolve2d
+    for shape in [(17, 23), (9, 31)]:
+        img = rng.uniform(-1, 1, shape)
+        want = function(img, ker, mode="same", boundary="wrap", precision=precision, device="cpu")
+        got = plan(img)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert plan.resolve_method(img) == "direct"
+
+
+def test_conv_plan_keeps_its_kernel_and_reports_errors(rng):
+    img, ker = rng.uniform(-1, 1, (12, 12)), rng.uniform(-1, 1, (3, 3))
+    plan = hs.ConvPlan(ker, mode="valid", precision="double", device="cpu")
+    want = signal.convolve2d(img, ker, mode="valid")
+    ker[1, 1] += 5.0  # the caller's array changes after planning; the plan's copy does not
+    np.testing.assert_allclose(plan(img), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(hs.InvalidInput):
+        hs.ConvPlan(np.ones(4), device="cpu")
+    with pytest.raises(hs.NumericalError):
+        hs.ConvPlan(np.full((3, 3), 1e6), precision="half", device="cpu")
+    with pytest.raises(hs.Unsupported):
+        hs.ConvPlan(ker, boundary="symm")

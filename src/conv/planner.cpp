@@ -1,7 +1,6 @@
 #include "conv/planner.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -78,8 +77,7 @@ Plan heuristic_plan(const Geometry& g, Precision p, const SeparableFactors* fact
 }
 
 bool measuring_disabled_by_env() {
-  const char* v = std::getenv("HALFSCOPE_CONV_MEASURE");
-  return v && std::string(v) == "0";
+  return env_is_zero("HALFSCOPE_CONV_MEASURE");
 }
 
 #if HALFSCOPE_WITH_CUDA

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -28,6 +27,7 @@
 #include "conv/kernels/register_roll.cuh"
 #include "conv/kernels/register_tuning.hpp"
 #include "conv/overflow_check.hpp"
+#include "conv/planner.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 
 namespace halfscope::conv::detail {
@@ -111,12 +111,6 @@ template <class Prec, int KW, bool SEP = false>
 bool stream_width(const kernels::RegArgs& a, cudaStream_t s, const kernels::SepTaps& sep = {}) {
   return with_lead<KW>(
       a.c.col0, [&](auto lead) { launch_stream<Prec, KW, decltype(lead)::value, SEP>(a, sep, s); });
-}
-
-/// Whether environment variable `name` is "0": the switches below, each read once.
-inline bool env_is_zero(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "0";
 }
 
 /// HALFSCOPE_CONV_STREAM=0 keeps register_run on the tile kernel where it would take the

@@ -34,14 +34,17 @@ void run_convert(const Globals& g, const ConvertOptions& o) {
   io::ReadOptions r;
   r.fill_gaps = o.fill_gaps;
   // FITS to FITS keeps the stored integers and their BSCALE/BZERO unless the dtype changes.
-  r.fits_raw = io::format_of(o.input) == io::Format::fits && out_format == io::Format::fits && !w.dtype;
+  r.fits_raw =
+      io::format_of(o.input) == io::Format::fits && out_format == io::Format::fits && !w.dtype;
   const io::Dataset d = io::read_dataset(o.input, r);
   if (d.waveforms)
     for (const auto& gap : d.waveforms->gaps)
       warn(o.input + ": " + gap.id + ": " +
-           (gap.missing_samples > 0 ? "gap of " + std::to_string(gap.missing_samples) + " samples"
-                                    : "overlap of " + std::to_string(-gap.missing_samples) + " samples") +
-           " from " + io::format_iso8601(gap.start_ns, 6) + " to " + io::format_iso8601(gap.end_ns, 6) +
+           (gap.missing_samples > 0
+                ? "gap of " + std::to_string(gap.missing_samples) + " samples"
+                : "overlap of " + std::to_string(-gap.missing_samples) + " samples") +
+           " from " + io::format_iso8601(gap.start_ns, 6) + " to " +
+           io::format_iso8601(gap.end_ns, 6) +
            (o.fill_gaps && gap.missing_samples > 0 ? " (zero-filled)" : ""));
   const io::WriteReport report = io::write_dataset(o.output, d, w);
   for (const auto& note : report.notes) warn(o.output + ": " + note);
@@ -56,13 +59,16 @@ void register_convert(CLI::App& app, Globals& g) {
       "convert", "convert between .npy, .npz, .fits, .mseed, .sac, .csv and .png (by extension)");
   cmd->add_option("input", o->input, "input file")->required();
   cmd->add_option("output", o->output, "output file (written atomically)")->required();
-  cmd->add_option("--scale", o->scale, "PNG intensity scale: linear, log or cbrt")->capture_default_str();
-  cmd->add_option("--colormap", o->colormap, "PNG colormap: gray or perceptual")->capture_default_str();
+  cmd->add_option("--scale", o->scale, "PNG intensity scale: linear, log or cbrt")
+      ->capture_default_str();
+  cmd->add_option("--colormap", o->colormap, "PNG colormap: gray or perceptual")
+      ->capture_default_str();
   cmd->add_option("--vmin", o->vmin, "PNG: value drawn black (default: the minimum)");
   cmd->add_option("--vmax", o->vmax, "PNG: value drawn white (default: the maximum)");
   cmd->add_option("--dtype", o->dtype, "convert the values (float16, float32, int16, ...) first");
   cmd->add_option("--member", o->member, "npz input: the array to write to a single-array format");
-  cmd->add_flag("--fill-gaps", o->fill_gaps, "MiniSEED input: join each channel, zero-filling gaps");
+  cmd->add_flag("--fill-gaps", o->fill_gaps,
+                "MiniSEED input: join each channel, zero-filling gaps");
   cmd->callback([&g, o] { run_convert(g, *o); });
 }
 

@@ -10,7 +10,8 @@ namespace halfscope::cli {
 
 struct Series {
   std::string label;
-  std::vector<std::pair<double, double>> points;  // (x, y); non-finite or (log) non-positive y skipped
+  std::vector<std::pair<double, double>>
+      points;  // (x, y); non-finite or (log) non-positive y skipped
 };
 
 struct ChartOptions {

@@ -78,11 +78,12 @@ struct MfOptions {
   /// group of templates (multiples of 16, the tensor kernel's tile; balanced) and runs it on its
   /// own host thread. Host data that fit are placed on every device (a slice uploaded by each,
   /// the rest copied peer to peer), and the merged result then equals the same call on one listed
-  /// device bit for bit (detections too; FFT: within its rounding, cuFFT's batches differ); larger host data are streamed by every device in its own time chunks, equal to a
-  /// one-device call within the method's rounding (MAD thresholds are per chunk there). Device
-  /// data run only on their own device. A device may be listed twice (two threads share it). An
-  /// error on one device ends the call with that error, its message prefixed "CUDA device i: "
-  /// (halfscope errors; others keep theirs), after the other devices have finished.
+  /// device bit for bit (detections too; FFT: within its rounding, cuFFT's batches differ); larger
+  /// host data are streamed by every device in its own time chunks, equal to a one-device call
+  /// within the method's rounding (MAD thresholds are per chunk there). Device data run only on
+  /// their own device. A device may be listed twice (two threads share it). An error on one device
+  /// ends the call with that error, its message prefixed "CUDA device i: " (halfscope errors;
+  /// others keep theirs), after the other devices have finished.
   std::vector<int> devices;
 };
 

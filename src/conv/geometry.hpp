@@ -21,7 +21,7 @@ struct Geometry {
   std::int64_t rows = 0, cols = 0;    // image
   std::int64_t krows = 0, kcols = 0;  // kernel (flipped already for correlation)
   std::int64_t out_rows = 0, out_cols = 0;
-  std::int64_t row0 = 0, col0 = 0;    // full-convolution index of out(0, 0)
+  std::int64_t row0 = 0, col0 = 0;  // full-convolution index of out(0, 0)
   Boundary boundary = Boundary::Zero;
 
   /// Multiply-adds of the direct method: out_rows * out_cols * krows * kcols.

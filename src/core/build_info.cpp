@@ -29,9 +29,10 @@ BuildInfo build_info() {
   b.version = HALFSCOPE_VERSION;
   b.build_type = HALFSCOPE_BUILD_TYPE;
   b.cxx_compiler = HALFSCOPE_CXX_COMPILER;
-  b.options = {{"cuda", HALFSCOPE_WITH_CUDA == 1}, {"cudnn", HALFSCOPE_WITH_CUDNN == 1},
-               {"mpi", HALFSCOPE_HAS_MPI == 1},   {"fits", HALFSCOPE_HAS_FITS == 1},
-               {"mseed", HALFSCOPE_HAS_MSEED == 1}, {"blas", HALFSCOPE_HAS_BLAS == 1}, {"lapacke", HALFSCOPE_HAS_LAPACKE == 1}};
+  b.options = {{"cuda", HALFSCOPE_WITH_CUDA == 1},     {"cudnn", HALFSCOPE_WITH_CUDNN == 1},
+               {"mpi", HALFSCOPE_HAS_MPI == 1},        {"fits", HALFSCOPE_HAS_FITS == 1},
+               {"mseed", HALFSCOPE_HAS_MSEED == 1},    {"blas", HALFSCOPE_HAS_BLAS == 1},
+               {"lapacke", HALFSCOPE_HAS_LAPACKE == 1}};
   b.libraries.emplace_back("libpng", PNG_LIBPNG_VER_STRING);
   b.libraries.emplace_back("zlib", zlibVersion());
 #if HALFSCOPE_HAS_FITS

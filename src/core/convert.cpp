@@ -25,9 +25,10 @@ ConversionReport& ConversionReport::operator+=(const ConversionReport& o) noexce
 
 std::string ConversionReport::summary() const {
   std::string s = std::to_string(count) + " values: " + std::to_string(overflow) + " overflowed";
-  if (first_overflow_index >= 0) s += " (first at index " + std::to_string(first_overflow_index) + ")";
-  return s + ", " + std::to_string(underflow) + " underflowed to zero, " + std::to_string(subnormal) +
-         " subnormal, " + std::to_string(nan) + " NaN";
+  if (first_overflow_index >= 0)
+    s += " (first at index " + std::to_string(first_overflow_index) + ")";
+  return s + ", " + std::to_string(underflow) + " underflowed to zero, " +
+         std::to_string(subnormal) + " subnormal, " + std::to_string(nan) + " NaN";
 }
 
 void require_finite(const ConversionReport& report, std::string_view what) {
@@ -95,7 +96,8 @@ void convert_to_float(std::span<const BFloat16> in, std::span<float> out) {
 
 namespace {
 
-template <class T> constexpr bool is_narrow_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+constexpr bool is_narrow_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // One element of Array::astype. Floating targets round to nearest even (with a single rounding,
 // also from double); integer targets require finite, in-range values and round to nearest even.
@@ -115,8 +117,9 @@ Dst convert_one(Src v, std::int64_t index, ConversionReport& r, const Array& src
     return d;
   } else if constexpr (std::is_integral_v<Src>) {
     if (!std::in_range<Dst>(v))
-      throw InvalidInput("astype: value " + std::to_string(v) + " at index " + std::to_string(index) +
-                         " of " + src.describe() + " does not fit " + std::string(dtype_name(dtype_of<Dst>)));
+      throw InvalidInput("astype: value " + std::to_string(v) + " at index " +
+                         std::to_string(index) + " of " + src.describe() + " does not fit " +
+                         std::string(dtype_name(dtype_of<Dst>)));
     return static_cast<Dst>(v);
   } else {
     const double x = std::nearbyint(static_cast<double>(v));
@@ -135,7 +138,8 @@ Dst convert_one(Src v, std::int64_t index, ConversionReport& r, const Array& src
 }  // namespace
 
 Array Array::astype(DType dtype, ConversionReport* report) const {
-  if (on_device()) throw Unsupported("astype runs on host arrays; " + describe() + " is on the device");
+  if (on_device())
+    throw Unsupported("astype runs on host arrays; " + describe() + " is on the device");
   Array out(dtype, shape_);
   ConversionReport r;
   r.count = size();

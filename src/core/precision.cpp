@@ -16,13 +16,20 @@ constexpr std::array<Precision, 7> kAll{Precision::Double, Precision::Single, Pr
 
 std::string_view precision_name(Precision p) noexcept {
   switch (p) {
-    case Precision::Double: return "double";
-    case Precision::Single: return "single";
-    case Precision::TF32: return "tf32";
-    case Precision::Half: return "half";
-    case Precision::Mixed: return "mixed";
-    case Precision::BF16: return "bf16";
-    case Precision::Split: return "split";
+    case Precision::Double:
+      return "double";
+    case Precision::Single:
+      return "single";
+    case Precision::TF32:
+      return "tf32";
+    case Precision::Half:
+      return "half";
+    case Precision::Mixed:
+      return "mixed";
+    case Precision::BF16:
+      return "bf16";
+    case Precision::Split:
+      return "split";
   }
   return "unknown";
 }
@@ -40,30 +47,40 @@ Precision parse_precision(std::string_view text) {
                      precision_list(kAll));
 }
 
-std::span<const Precision> all_precisions() noexcept { return kAll; }
+std::span<const Precision> all_precisions() noexcept {
+  return kAll;
+}
 
 double storage_unit_roundoff(Precision p) noexcept {
   switch (p) {
-    case Precision::Double: return 0x1p-53;
+    case Precision::Double:
+      return 0x1p-53;
     case Precision::Single:
     case Precision::TF32:
-    case Precision::Split: return 0x1p-24;
+    case Precision::Split:
+      return 0x1p-24;
     case Precision::Half:
-    case Precision::Mixed: return 0x1p-11;
-    case Precision::BF16: return 0x1p-8;
+    case Precision::Mixed:
+      return 0x1p-11;
+    case Precision::BF16:
+      return 0x1p-8;
   }
   return 1.0;
 }
 
 double compute_unit_roundoff(Precision p) noexcept {
   switch (p) {
-    case Precision::Double: return 0x1p-53;
+    case Precision::Double:
+      return 0x1p-53;
     case Precision::Single:
     case Precision::Mixed:
     case Precision::BF16:
-    case Precision::Split: return 0x1p-24;
-    case Precision::TF32: return 0x1p-11;  // TF32 keeps 10 explicit mantissa bits in products
-    case Precision::Half: return 0x1p-11;
+    case Precision::Split:
+      return 0x1p-24;
+    case Precision::TF32:
+      return 0x1p-11;  // TF32 keeps 10 explicit mantissa bits in products
+    case Precision::Half:
+      return 0x1p-11;
   }
   return 1.0;
 }

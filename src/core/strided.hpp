@@ -21,8 +21,8 @@ inline std::int64_t element_offset(const std::vector<std::int64_t>& shape,
 /// Calls f(linear_index, element_offset) for every element in C order, with an odometer so the
 /// cost per element is one addition in the common case.
 template <class F>
-void for_each_offset(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
-                     F&& f) {
+void for_each_offset(const std::vector<std::int64_t>& shape,
+                     const std::vector<std::int64_t>& strides, F&& f) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
   if (n == 0) return;

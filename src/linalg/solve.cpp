@@ -70,8 +70,7 @@ std::vector<GemmVariant> factor_variants(const TileMatrix& l, const Policy& poli
     return solve_variants(nt, std::vector<double>(static_cast<std::size_t>(nt * nt + 1), 0.0),
                           policy);
 #if HALFSCOPE_WITH_CUDA
-  if (l.storage.on_device())
-    return solve_variants(nt, factor_norms_cuda(l), policy);
+  if (l.storage.on_device()) return solve_variants(nt, factor_norms_cuda(l), policy);
 #endif
   return solve_variants(nt, factor_norms_cpu(l), policy);
 }

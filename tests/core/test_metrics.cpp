@@ -43,7 +43,8 @@ TEST(Precision, NamesRoundTripAndErrorsListTheChoices) {
     (void)parse_precision("quad");
     FAIL();
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("double, single, tf32, half, mixed, bf16, split"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("double, single, tf32, half, mixed, bf16, split"),
+              std::string::npos);
   }
   EXPECT_EQ(storage_unit_roundoff(Precision::Mixed), std::ldexp(1.0, -11));
   EXPECT_EQ(compute_unit_roundoff(Precision::Mixed), std::ldexp(1.0, -24));

@@ -31,7 +31,9 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  [[nodiscard]] std::filesystem::path operator/(const std::string& name) const {
+    return path_ / name;
+  }
 
  private:
   std::filesystem::path path_;
@@ -55,7 +57,7 @@ inline std::vector<float> random_floats(std::int64_t n, float lo, float hi, std:
 }  // namespace halfscope::test
 
 /// First line of every GPU test: skips (never fails, never passes unchecked) without a device.
-#define HS_REQUIRE_GPU()                                                   \
-  do {                                                                     \
+#define HS_REQUIRE_GPU()                                                  \
+  do {                                                                    \
     if (!::halfscope::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)

@@ -1,6 +1,6 @@
 // Covariance matrices of wavefront-sensor slopes under von Karman turbulence (the pseudo-analytical
-// model of MOAO tomography, study 002 section IV): Cmm (measurements x measurements, n x n, SPD with
-// noise), Ctm (truth x measurements, m x n) and Ctt (truth x truth, m x m). The physics, the
+// model of MOAO tomography, study 002 section IV): Cmm (measurements x measurements, n x n, SPD
+// with noise), Ctm (truth x measurements, m x n) and Ctt (truth x truth, m x m). The physics, the
 // formulas and the measured accuracy are in docs/ao.md ("Covariance generation").
 //
 // Units: slopes in arcsec, covariances in arcsec^2. Every element is computed in FP64 and rounded

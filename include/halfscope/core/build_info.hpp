@@ -12,10 +12,10 @@ struct BuildInfo {
   std::string version;
   std::string build_type;
   std::string cxx_compiler;
-  std::string cuda_compiler;  // empty without CUDA
-  std::string cuda_archs;     // empty without CUDA
-  std::vector<std::pair<std::string, bool>> options;            // HALFSCOPE_WITH_CUDA, ...
-  std::vector<std::pair<std::string, std::string>> libraries;   // name -> version
+  std::string cuda_compiler;                                   // empty without CUDA
+  std::string cuda_archs;                                      // empty without CUDA
+  std::vector<std::pair<std::string, bool>> options;           // HALFSCOPE_WITH_CUDA, ...
+  std::vector<std::pair<std::string, std::string>> libraries;  // name -> version
 };
 
 /// The build's description (cheap; needs no GPU).

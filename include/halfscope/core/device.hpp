@@ -30,7 +30,7 @@ struct DeviceReport {
   bool cuda_built = false;     // compiled with CUDA
   std::string driver_version;  // "13.0" or "" when there is no driver
   std::string runtime_version;
-  std::string status;          // "ok", "no CUDA driver", "no CUDA device", "built without CUDA"
+  std::string status;  // "ok", "no CUDA driver", "no CUDA device", "built without CUDA"
   std::vector<DeviceInfo> devices;
 };
 

@@ -10,9 +10,9 @@ namespace halfscope {
 
 /// Errors of one result against its FP64 reference.
 struct ErrorMetrics {
-  double mre = 0;          // mean relative error, study 000 eq. (5)
-  double max_abs = 0;      // max |x - ref|
-  double rel_frobenius = 0;  // ||x - ref||_F / ||ref||_F (0 when both are zero)
+  double mre = 0;              // mean relative error, study 000 eq. (5)
+  double max_abs = 0;          // max |x - ref|
+  double rel_frobenius = 0;    // ||x - ref||_F / ||ref||_F (0 when both are zero)
   std::int64_t nonfinite = 0;  // NaN or inf entries in x (every metric is then +inf)
 };
 

@@ -33,13 +33,17 @@ double compute_unit_roundoff(Precision p) noexcept;
 /// bf16 (bf16). The one mapping every operation and backend uses.
 constexpr DType storage_dtype(Precision p) noexcept {
   switch (p) {
-    case Precision::Double: return DType::f64;
+    case Precision::Double:
+      return DType::f64;
     case Precision::Half:
-    case Precision::Mixed: return DType::f16;
-    case Precision::BF16: return DType::bf16;
+    case Precision::Mixed:
+      return DType::f16;
+    case Precision::BF16:
+      return DType::bf16;
     case Precision::Single:
     case Precision::TF32:
-    case Precision::Split: return DType::f32;
+    case Precision::Split:
+      return DType::f32;
   }
   return DType::f32;
 }

@@ -47,7 +47,9 @@ constexpr int BC = 128, BR = 32, WC = 4, WR = 2, CONS = 4;
 constexpr int WIDTH = BC + 16 * (Q - 1), PITCH = WIDTH + 8;  // halves; 19 x 16 bytes
 constexpr int SLOTS = 4, RING = 32 * SLOTS, STEPS = WC + Q - 1;
 constexpr int EP = BC + 4;
-constexpr int SMEM = 2 * RING * PITCH * 2 + RING * 8 + BR * EP * 4;
+// hi and lo planes, each ring row's exponent code, the epilogue tile.
+constexpr int SMEM_EXP = 2 * RING * PITCH * 2, SMEM_EP = SMEM_EXP + RING * 4;
+constexpr int SMEM = SMEM_EP + BR * EP * 4;
 constexpr std::uint32_t kAny = 0, kBias = 1024;
 static_assert(KW - 1 + BR <= 64, "a tile's rows fit two slots");
 
@@ -119,8 +121,8 @@ template <int PROD, int kBatch>
 __device__ void fill(const Params& p, unsigned char* sm, int pw, int lane, int j, int tc, int s) {
   __half* hi = reinterpret_cast<__half*>(sm);
   __half* lo = hi + RING * PITCH;
-  float* rs = reinterpret_cast<float*>(lo + RING * PITCH);
-  std::uint32_t* re = reinterpret_cast<std::uint32_t*>(rs + RING);
+  // Only the exponent codes: the chained path undoes the scales with one factor per group.
+  std::uint32_t* re = reinterpret_cast<std::uint32_t*>(sm + SMEM_EXP);
   // Rows in batches of kBatch: all their loads first, so one global latency covers the batch.
   static_assert((32 / PROD) % kBatch == 0);
   for (int r0 = pw; r0 < 32; r0 += PROD * kBatch) {
@@ -157,10 +159,7 @@ __device__ void fill(const Params& p, unsigned char* sm, int pw, int lane, int j
       };
       split4(a[i], 4 * lane);
       if (lane < (WIDTH - BC) / 4) split4(b[i], BC + 4 * lane);
-      if (lane == 0) {
-        rs[slot] = pow2(-e);
-        re[slot] = m == 0 ? kAny : static_cast<std::uint32_t>(e + kBias);
-      }
+      if (lane == 0) re[slot] = m == 0 ? kAny : static_cast<std::uint32_t>(e + kBias);
     }
   }
 }
@@ -195,9 +194,8 @@ __global__ void __launch_bounds__(Ws<PROD>::kThreads, 2) conv_ws(const Params p)
 
   const __half* hi = reinterpret_cast<const __half*>(sm);
   const __half* lo = hi + RING * PITCH;
-  const std::uint32_t* re = reinterpret_cast<const std::uint32_t*>(
-      reinterpret_cast<const float*>(lo + RING * PITCH) + RING);
-  float* ep = reinterpret_cast<float*>(sm + 2 * RING * PITCH * 2 + RING * 8);
+  const std::uint32_t* re = reinterpret_cast<const std::uint32_t*>(sm + SMEM_EXP);
+  float* ep = reinterpret_cast<float*>(sm + SMEM_EP);
   const int wcol0 = (warp & 1) * 64, wrow0 = (warp >> 1) * 16, g = lane >> 2, tq = lane & 3;
   int k = 0;
   for (int t = begin; t < end; ++t) {

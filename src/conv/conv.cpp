@@ -224,6 +224,11 @@ struct Prepared {
   }
 };
 
+// Whether the kernel came from device memory: a plan's host copy remembers where it came from.
+bool kernel_from_device(const Array& kernel, const conv::KernelPrep* prep) {
+  return prep ? prep->from_device() : kernel.on_device();
+}
+
 Prepared prepare(const Array& image, const Array& kernel, const conv::KernelPrep* prep,
                  const ConvOptions& o) {
   if (image.empty() || kernel.empty()) throw InvalidInput("convolve2d: an input array is empty");
@@ -232,8 +237,7 @@ Prepared prepare(const Array& image, const Array& kernel, const conv::KernelPrep
                        image.describe() + " and kernel " + kernel.describe());
   Prepared w;
   w.device = o.device;
-  if (w.device == DeviceKind::Auto &&
-      (image.on_device() || (prep ? prep->from_device() : kernel.on_device())))
+  if (w.device == DeviceKind::Auto && (image.on_device() || kernel_from_device(kernel, prep)))
     w.device = DeviceKind::Cuda;
   w.device = resolve_device(w.device);
   const auto [out_rows, out_cols] =
@@ -340,7 +344,7 @@ Array convolve(const Array& image, const Array& kernel, const KernelPrep* prep,
   Prepared w = prepare(image, kernel, prep, o);
   const Memory mem = w.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   Array out(storage_dtype(o.precision), {w.g.out_rows, w.g.out_cols}, mem);
-  const bool device_input = image.on_device() || (prep ? prep->from_device() : kernel.on_device());
+  const bool device_input = image.on_device() || kernel_from_device(kernel, prep);
   {
     // The result stays on the device only for device inputs: only then may the check wait, and
     // only when the caller opted in.

@@ -22,14 +22,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "common.cuh"
 
 struct Taps {
   float row[7], col[7], k[49];

@@ -43,16 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "common.cuh"
 #include "wgmma.cuh"
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 
 #ifndef KW
 #define KW 15
@@ -89,16 +81,6 @@ constexpr int ITERS = (ROWS + KW - 1 + N - 1) / N * N;  // input rows a block wa
 static_assert(CW % 4 == 0, "a row conversion loads float4s");
 static_assert((N / 4) % DEPTH == 0 && N % RING == 0, "ring and prefetch indices are constants");
 
-__host__ __device__ inline int split_exponent(std::uint32_t bits) {
-  const int e = 141 - static_cast<int>(bits >> 23);
-  return e < -126 ? -126 : (e > 126 ? 126 : e);
-}
-__host__ __device__ inline float pow2(int e) {
-  const std::uint32_t b = static_cast<std::uint32_t>(e + 127) << 23;
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
 __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const std::uint32_t*>(&h);
@@ -469,20 +451,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::vector<float> t;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int r = 0; r < 20; ++r) {
-    CK(cudaEventRecord(e0));
-    launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
+  const std::vector<float> t = times_ms(launch, 20);
   printf(
       "%s | KW %d N %d K %d tiles %d rows/block %d depth %d | %d regs, %d B stack, %d B smem, %d "
       "blocks/SM"

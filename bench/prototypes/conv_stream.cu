@@ -12,14 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x)                                                       \
-  do {                                                              \
-    cudaError_t e = (x);                                            \
-    if (e != cudaSuccess) {                                         \
-      printf("CUDA %s line %d\n", cudaGetErrorString(e), __LINE__); \
-      exit(1);                                                      \
-    }                                                               \
-  } while (0)
+
+#include "common.cuh"
+
 __constant__ float ck[64];
 __constant__ __half2 ckh[64];
 

@@ -29,14 +29,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "common.cuh"
 
 #ifndef KW
 #define KW 15  // kernel width and height (odd, <= 33): -DKW=21
@@ -57,16 +50,6 @@ struct Frag {
   std::uint32_t r[4];
 };
 
-__host__ __device__ inline int split_exponent(std::uint32_t bits) {
-  const int e = 141 - static_cast<int>(bits >> 23);
-  return e < -126 ? -126 : (e > 126 ? 126 : e);
-}
-__host__ __device__ inline float pow2(int e) {
-  const std::uint32_t b = static_cast<std::uint32_t>(e + 127) << 23;
-  float f;
-  memcpy(&f, &b, 4);
-  return f;
-}
 __device__ __forceinline__ std::uint32_t finite_abs(float x) {
   const std::uint32_t a = __float_as_uint(x) & 0x7fffffffu;
   return a < 0x7f800000u ? a : 0u;

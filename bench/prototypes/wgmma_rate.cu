@@ -16,16 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "common.cuh"
 #include "wgmma.cuh"
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 
 // Byte offset of (row, k) in a K-major tile of 16 columns with lbo = rows * 16, sbo = 128.
 __host__ __device__ inline int kmajor(int row, int k, int rows) {
@@ -179,25 +171,7 @@ __global__ void mma_sync_kernel(int iters, float* sink) {
 
 template <class F>
 float median_ms(F launch) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  launch();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int r = 0; r < 5; ++r) {
-    CK(cudaEventRecord(e0));
-    launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
+  const std::vector<float> t = times_ms(launch, 5);
   return t[t.size() / 2];
 }
 

@@ -1,6 +1,7 @@
 // Shared by the standalone prototypes in this folder: the CUDA error check and the split
 // precision's power-of-two scales (the library's versions live in src/conv/kernels).
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,13 +32,20 @@ __host__ __device__ inline float pow2(int e) {
   return f;
 }
 
-// Times `launch` (one warm-up, then `repeats` samples) with CUDA events; the sorted samples in ms.
+// Two floats rounded to FP16 (RNE) in one 32-bit word, `lo` in the low half.
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+// Times `launch` with CUDA events: `warmups` untimed calls, then `repeats` samples; the sorted
+// samples in ms.
 template <class F>
-std::vector<float> times_ms(F launch, int repeats) {
+std::vector<float> times_ms(F launch, int repeats, int warmups = 1) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  launch();
+  for (int w = 0; w < warmups; ++w) launch();
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<float> t;

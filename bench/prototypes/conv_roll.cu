@@ -264,22 +264,8 @@ void run_case(const __half* din, __half* dout, long long H, long long W, const T
     BH = static_cast<int>((H * strips + total - 1) / total);
   }
   dim3 grid((W + 8 * T - 1) / (8 * T), (H + BH - 1) / BH);
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int w = 0; w < 3; ++w) kern<<<grid, T, smem>>>(din, dout, H, W, BH, taps);
-  CK(cudaGetLastError());
-  std::vector<float> ms;
-  for (int r = 0; r < 20; ++r) {
-    CK(cudaEventRecord(a));
-    kern<<<grid, T, smem>>>(din, dout, H, W, BH, taps);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const std::vector<float> ms =
+      times_ms([&] { kern<<<grid, T, smem>>>(din, dout, H, W, BH, taps); }, 20, 3);
   const double med = ms[ms.size() / 2];
   // check rows: first 4, a middle one, last 4, and block edges
   std::vector<__half> row(W);
@@ -330,21 +316,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&dout, H * W * 2));
   CK(cudaMemcpy(din, hh.data(), H * W * 2, cudaMemcpyHostToDevice));
   // Copy ceilings: same bytes, and 1 GiB.
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
   auto time_copy = [&](void* d, const void* s, size_t n) {
-    std::vector<float> ms;
-    for (int r = 0; r < 23; ++r) {
-      CK(cudaEventRecord(a));
-      CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice));
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float t;
-      CK(cudaEventElapsedTime(&t, a, b));
-      if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
+    const std::vector<float> ms =
+        times_ms([&] { CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice)); }, 20, 3);
     return double(ms[ms.size() / 2]);
   };
   const double copy_ms = time_copy(dout, din, H * W * 2);

@@ -81,10 +81,6 @@ constexpr int ITERS = (ROWS + KW - 1 + N - 1) / N * N;  // input rows a block wa
 static_assert(CW % 4 == 0, "a row conversion loads float4s");
 static_assert((N / 4) % DEPTH == 0 && N % RING == 0, "ring and prefetch indices are constants");
 
-__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&h);
-}
 __device__ __forceinline__ float lo_of(float x, std::uint32_t h, int half) {
   const __half2 f = *reinterpret_cast<const __half2*>(&h);
   return (x - (half ? __high2float(f) : __low2float(f))) * (ONEACC ? 1.0f : 2048.0f);
@@ -178,13 +174,6 @@ __device__ __forceinline__ void st_pred(float* p, float v, bool on) {
                : "memory");
 }
 
-template <int NN>
-__device__ __forceinline__ void mma(float (&d)[NN / 2], const std::uint32_t (&a)[4],
-                                    std::uint64_t b, int acc) {
-  if constexpr (NN == 16) wg::rs_f16_n16(d, a, b, acc);
-  if constexpr (NN == 32) wg::rs_f16_n32(d, a, b, acc);
-}
-
 // Row i's A fragments (per tile, hi and lo, per k-step) from ring slot `slot`: loaded before
 // wgmma.fence, since registers a wgmma reads must be written before the fence preceding it.
 struct Frags {
@@ -220,13 +209,13 @@ __device__ __forceinline__ void issue_row(std::uint32_t dlo, std::uint32_t dhi, 
         (static_cast<std::uint64_t>(dhi) << 32) | (dlo + kPlane + o + c * kStep);
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      mma<N>(dm[m], f.h[m][c], bh, c > 0);
+      wg::rs<N>(dm[m], f.h[m][c], bh, c > 0);
       if constexpr (ONEACC) {
-        mma<N>(dm[m], f.h[m][c], bl, 1);
-        mma<N>(dm[m], f.l[m][c], bh, 1);
+        wg::rs<N>(dm[m], f.h[m][c], bl, 1);
+        wg::rs<N>(dm[m], f.l[m][c], bh, 1);
       } else {
-        mma<N>(dc[m], f.h[m][c], bl, c > 0);
-        mma<N>(dc[m], f.l[m][c], bh, 1);
+        wg::rs<N>(dc[m], f.h[m][c], bl, c > 0);
+        wg::rs<N>(dc[m], f.l[m][c], bh, 1);
       }
     }
   }

@@ -174,22 +174,7 @@ __global__ void copy_kernel(const T* __restrict__ in, T* __restrict__ out, long 
 
 template <class F>
 float timeit(F f, int reps = 30) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
+  const std::vector<float> t = times_ms(f, reps, 3);
   return t[t.size() / 2];
 }
 

@@ -79,10 +79,6 @@ __device__ __forceinline__ void mma(float (&d)[4], const Frag& a, std::uint32_t 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&h);
-}
 
 struct Params {
   const float* img;         // padded: tile (tr, tc) reads rows [32 tr, +64), cols [128 tc, + WIDTH)
@@ -432,20 +428,7 @@ int main(int argc, char** argv) {
         maxrel = std::max(maxrel, rel);
         ++cnt;
       }
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int r = 0; r < 23; ++r) {
-      CK(cudaEventRecord(a));
-      kernel<<<grid, threads, SMEM>>>(p);
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float t = 0;
-      CK(cudaEventElapsedTime(&t, a, b));
-      if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
+    const std::vector<float> ms = times_ms([&] { kernel<<<grid, threads, SMEM>>>(p); }, 20, 3);
     unsigned int unchained = 0;
     CK(cudaMemcpy(&unchained, d_unchained, 4, cudaMemcpyDeviceToHost));
     printf(

@@ -73,4 +73,15 @@ for ty in ("f16", "bf16"):
         emit(n, False, ty, f"ss_{ty}_n{n}")
         emit(n, True, ty, f"rs_{ty}_n{n}")
 print()
+print("// By N as a template parameter: wg::ss<N>(...), wg::rs<N>(...) (FP16 operands).")
+for form, sig, args in (("ss", "std::uint64_t a, std::uint64_t b", "a, b"),
+                        ("rs", "const std::uint32_t (&a)[4], std::uint64_t b", "a, b")):
+    print("template <int N>")
+    print(f"__device__ __forceinline__ void {form}(float (&d)[N / 2], {sig}, int accumulate) {{")
+    for i, n in enumerate(NS):
+        kw = "if constexpr" if i == 0 else "else if constexpr"
+        print(f"  {kw} (N == {n}) {form}_f16_n{n}(d, {args}, accumulate);")
+    print('  else static_assert(N == 8, "N is one of 8, 16, 32, 64, 128, 256");')
+    print("}")
+print()
 print("}  // namespace wg")

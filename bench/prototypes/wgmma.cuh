@@ -460,4 +460,42 @@ __device__ __forceinline__ void rs_bf16_n256(float (&d)[128], const std::uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+// By N as a template parameter: wg::ss<N>(...), wg::rs<N>(...) (FP16 operands).
+template <int N>
+__device__ __forceinline__ void ss(float (&d)[N / 2], std::uint64_t a, std::uint64_t b,
+                                   int accumulate) {
+  if constexpr (N == 8)
+    ss_f16_n8(d, a, b, accumulate);
+  else if constexpr (N == 16)
+    ss_f16_n16(d, a, b, accumulate);
+  else if constexpr (N == 32)
+    ss_f16_n32(d, a, b, accumulate);
+  else if constexpr (N == 64)
+    ss_f16_n64(d, a, b, accumulate);
+  else if constexpr (N == 128)
+    ss_f16_n128(d, a, b, accumulate);
+  else if constexpr (N == 256)
+    ss_f16_n256(d, a, b, accumulate);
+  else
+    static_assert(N == 8, "N is one of 8, 16, 32, 64, 128, 256");
+}
+template <int N>
+__device__ __forceinline__ void rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b,
+                                   int accumulate) {
+  if constexpr (N == 8)
+    rs_f16_n8(d, a, b, accumulate);
+  else if constexpr (N == 16)
+    rs_f16_n16(d, a, b, accumulate);
+  else if constexpr (N == 32)
+    rs_f16_n32(d, a, b, accumulate);
+  else if constexpr (N == 64)
+    rs_f16_n64(d, a, b, accumulate);
+  else if constexpr (N == 128)
+    rs_f16_n128(d, a, b, accumulate);
+  else if constexpr (N == 256)
+    rs_f16_n256(d, a, b, accumulate);
+  else
+    static_assert(N == 8, "N is one of 8, 16, 32, 64, 128, 256");
+}
+
 }  // namespace wg

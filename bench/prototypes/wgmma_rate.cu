@@ -24,25 +24,6 @@ __host__ __device__ inline int kmajor(int row, int k, int rows) {
   return (k / 8) * rows * 16 + row * 16 + (k % 8) * 2;
 }
 
-template <int N>
-__device__ void mma(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, int acc) {
-  if constexpr (N == 8) wg::ss_f16_n8(d, a, b, acc);
-  if constexpr (N == 16) wg::ss_f16_n16(d, a, b, acc);
-  if constexpr (N == 32) wg::ss_f16_n32(d, a, b, acc);
-  if constexpr (N == 64) wg::ss_f16_n64(d, a, b, acc);
-  if constexpr (N == 128) wg::ss_f16_n128(d, a, b, acc);
-  if constexpr (N == 256) wg::ss_f16_n256(d, a, b, acc);
-}
-template <int N>
-__device__ void mma(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b, int acc) {
-  if constexpr (N == 8) wg::rs_f16_n8(d, a, b, acc);
-  if constexpr (N == 16) wg::rs_f16_n16(d, a, b, acc);
-  if constexpr (N == 32) wg::rs_f16_n32(d, a, b, acc);
-  if constexpr (N == 64) wg::rs_f16_n64(d, a, b, acc);
-  if constexpr (N == 128) wg::rs_f16_n128(d, a, b, acc);
-  if constexpr (N == 256) wg::rs_f16_n256(d, a, b, acc);
-}
-
 // One product D (64 x N) = A (64 x 16) B^T (B stored N x 16), both K-major in shared memory.
 template <int N, bool RS>
 __global__ void check_kernel(const __half* a, const __half* b, float* d) {
@@ -68,9 +49,9 @@ __global__ void check_kernel(const __half* a, const __half* b, float* d) {
       __half2 h = __halves2half2(a[rr[i] * 16 + kk[i]], a[rr[i] * 16 + kk[i] + 1]);
       f[i] = *reinterpret_cast<std::uint32_t*>(&h);
     }
-    mma<N>(acc, f, db, 0);
+    wg::rs<N>(acc, f, db, 0);
   } else {
-    mma<N>(acc, wg::desc(sa, 64 * 16, 128), db, 0);
+    wg::ss<N>(acc, wg::desc(sa, 64 * 16, 128), db, 0);
   }
   wg::commit();
   wg::wait<0>();
@@ -137,9 +118,9 @@ __global__ void rate_kernel(int iters, float* sink) {
     for (int c = 0; c < kChain; ++c) {
       const std::uint64_t db = wg::desc(sb + (c % 4) * N * 32, N * 16, 128);
       if constexpr (RS)
-        mma<N>(acc, f, db, 1);
+        wg::rs<N>(acc, f, db, 1);
       else
-        mma<N>(acc, wg::desc(sa + (c % 4) * 64 * 32, 64 * 16, 128), db, 1);
+        wg::ss<N>(acc, wg::desc(sa + (c % 4) * 64 * 32, 64 * 16, 128), db, 1);
     }
     wg::commit();
     wg::wait<1>();

@@ -38,6 +38,21 @@ __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
+// A kernel opted into `smem` bytes of dynamic shared memory, with what decides its occupancy:
+// resident blocks per SM at `threads` threads, and its registers and local memory (attr).
+struct KernelFit {
+  int per_sm;
+  cudaFuncAttributes attr;
+};
+template <class Kernel>
+KernelFit fit_kernel(Kernel kernel, int threads, int smem) {
+  KernelFit f{};
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.per_sm, kernel, threads, smem));
+  CK(cudaFuncGetAttributes(&f.attr, kernel));
+  return f;
+}
+
 // Times `launch` with CUDA events: `warmups` untimed calls, then `repeats` samples; the sorted
 // samples in ms.
 template <class F>

@@ -251,16 +251,12 @@ void run_case(const __half* din, __half* dout, long long H, long long W, const T
               const std::vector<float>& hx, double copy_ms, const char* label) {
   auto* kern = &roll_kernel<KW, SEP, FLOAT, P, D, T, MINB>;
   const int smem = D * (8 * T + 16) * 2;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, T, smem));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
+  const KernelFit fit = fit_kernel(kern, T, smem);
   if (BH <= 0) {  // one full wave
     const long long strips = (W + 8 * T - 1) / (8 * T);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    const long long total = 1LL * prop.multiProcessorCount * per_sm * (BH == 0 ? 1 : -BH);
+    const long long total = 1LL * prop.multiProcessorCount * fit.per_sm * (BH == 0 ? 1 : -BH);
     BH = static_cast<int>((H * strips + total - 1) / total);
   }
   dim3 grid((W + 8 * T - 1) / (8 * T), (H + BH - 1) / BH);
@@ -294,7 +290,7 @@ void run_case(const __half* din, __half* dout, long long H, long long W, const T
   printf(
       "%5lld %-6s KW=%d T=%d P=%d D=%2d MINB=%d regs=%3d occ=%2d BH=%4d: %.4f ms  %.0f GB/s  "
       "%.1f%% of same-size copy  err/bound %.3f  %s\n",
-      H, label, KW, T, P, D, MINB, fa.numRegs, per_sm, BH, med, bytes / med / 1e6,
+      H, label, KW, T, P, D, MINB, fit.attr.numRegs, fit.per_sm, BH, med, bytes / med / 1e6,
       100 * copy_ms / med, bound_ratio, bound_ratio <= 1 ? "ok" : "FAIL");
 }
 

@@ -405,11 +405,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dbl, blo.data(), blo.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(dout, 0, static_cast<size_t>(n) * n * 4));
   const Params p{din, dout, dbh, dbl, n, wp, ek};
-  CK(cudaFuncSetAttribute(conv_rowgemm, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv_rowgemm, 128, SMEM));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, conv_rowgemm));
+  const KernelFit fit = fit_kernel(conv_rowgemm, 128, SMEM);
   const dim3 grid(n / XT, n / ROWS);
   const auto launch = [&] { conv_rowgemm<<<grid, 128, SMEM>>>(p); };
   launch();
@@ -446,8 +442,8 @@ int main(int argc, char** argv) {
       "blocks/SM"
       " | n %d%s: median %.4f ms (min %.4f) | MRE %.2e (FP32 direct %.2e), sum|err|/sum|ref| "
       "%.2e\n",
-      prop.name, KW, N, K, MT, ROWS, DEPTH, fa.numRegs, static_cast<int>(fa.localSizeBytes), SMEM,
-      per_sm, n, uniform ? " uniform" : "", t[t.size() / 2], t[0], rel_sum / cnt, rel32 / cnt,
-      abs_err / abs_ref);
+      prop.name, KW, N, K, MT, ROWS, DEPTH, fit.attr.numRegs,
+      static_cast<int>(fit.attr.localSizeBytes), SMEM, fit.per_sm, n, uniform ? " uniform" : "",
+      t[t.size() / 2], t[0], rel_sum / cnt, rel32 / cnt, abs_err / abs_ref);
   return 0;
 }

@@ -399,9 +399,7 @@ int main(int argc, char** argv) {
   printf("%s, %d x %d, width %d, split, tiles %d\n", prop.name, n, n, KW, p.tiles);
 
   const auto run = [&](auto kernel, int threads, const char* name) {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-    int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, SMEM));
+    const int per_sm = fit_kernel(kernel, threads, SMEM).per_sm;
     const int grid = std::min(p.tiles, per_sm * prop.multiProcessorCount);
     CK(cudaMemset(d_out, 0xff, static_cast<std::size_t>(n) * n * 4));
     kernel<<<grid, threads, SMEM>>>(p);

@@ -5,6 +5,7 @@ PTX operand lists must be literal, hence a generator:
     python3 gen_wgmma.py | clang-format --assume-filename=wgmma.cuh > wgmma.cuh"""
 
 NS = (8, 16, 32, 64, 128, 256)
+TB_NS = (64, 128, 256)  # B MN-major (FP16 only): the N the prototypes use
 
 
 def acc_list(n):
@@ -74,25 +75,20 @@ for ty in ("f16", "bf16"):
     for n in NS:
         emit(n, False, ty, f"ss_{ty}_n{n}")
         emit(n, True, ty, f"rs_{ty}_n{n}")
-        if ty == "f16" and n >= 64:
+        if ty == "f16" and n in TB_NS:
             emit(n, False, ty, f"ss_{ty}_n{n}_tb", 1)
 print()
-print("// By N as a template parameter: wg::ss<N>(...), wg::rs<N>(...) (FP16 operands).")
-for form, sig, args in (("ss", "std::uint64_t a, std::uint64_t b", "a, b"),
-                        ("rs", "const std::uint32_t (&a)[4], std::uint64_t b", "a, b")):
+print("// By N as a template parameter: wg::ss<N>, wg::rs<N>, wg::ss_tb<N> (FP16 operands).")
+SS_SIG = "std::uint64_t a, std::uint64_t b"
+for form, sig, suffix, ns in (("ss", SS_SIG, "", NS),
+                              ("rs", "const std::uint32_t (&a)[4], std::uint64_t b", "", NS),
+                              ("ss_tb", SS_SIG, "_tb", TB_NS)):
     print("template <int N>")
     print(f"__device__ __forceinline__ void {form}(float (&d)[N / 2], {sig}, int accumulate) {{")
-    for i, n in enumerate(NS):
+    for i, n in enumerate(ns):
         kw = "if constexpr" if i == 0 else "else if constexpr"
-        print(f"  {kw} (N == {n}) {form}_f16_n{n}(d, {args}, accumulate);")
-    print('  else static_assert(N == 8, "N is one of 8, 16, 32, 64, 128, 256");')
+        print(f"  {kw} (N == {n}) {form[:2]}_f16_n{n}{suffix}(d, a, b, accumulate);")
+    print(f'  else static_assert(N == {ns[0]}, "N is one of {", ".join(map(str, ns))}");')
     print("}")
-print("template <int N>")
-print("__device__ __forceinline__ void ss_tb(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, int accumulate) {")
-for i, n in enumerate((64, 128, 256)):
-    kw = "if constexpr" if i == 0 else "else if constexpr"
-    print(f"  {kw} (N == {n}) ss_f16_n{n}_tb(d, a, b, accumulate);")
-print('  else static_assert(N == 64, "N is one of 64, 128, 256");')
-print("}")
 print()
 print("}  // namespace wg")

@@ -95,15 +95,20 @@ __device__ __forceinline__ void bar_wait(std::uint64_t* bar, int parity) {
       : "memory");
 }
 
+// Index of the first sample (and inverse norm) of channel c's span for this block and group g.
+__device__ __forceinline__ std::int64_t span_at(const Params& p, int g, int c, int t0) {
+  return static_cast<std::int64_t>(c) * p.l + t0 + p.base[g * p.c + c];
+}
+
 // Channel c's operands for this block into buffer b: TMA bulk copies by one thread, completing
 // on the buffer's mbarrier; the data and inverse norms start stage_offset() floats in.
 __device__ __forceinline__ void stage(const Params& p, unsigned char* sm, int g, int c, int b,
                                       int t0) {
   if (threadIdx.x != 0) return;
-  const int gc = g * p.c + c, bc = p.base[gc], ks = p.ksteps[gc];
+  const int gc = g * p.c + c, ks = p.ksteps[gc];
   auto* bar = reinterpret_cast<std::uint64_t*>(sm + SM_BAR) + b;
-  const float* x = p.x + static_cast<std::int64_t>(c) * p.l + t0 + bc;
-  const float* iv = p.inv + static_cast<std::int64_t>(c) * p.l + t0 + bc;
+  const float* x = p.x + span_at(p, g, c, t0);
+  const float* iv = p.inv + span_at(p, g, c, t0);
   const auto* x16 =
       reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(x) & ~std::uintptr_t{15});
   const auto* i16 =
@@ -121,7 +126,7 @@ __device__ __forceinline__ void stage(const Params& p, unsigned char* sm, int g,
   bulk(sm + SM_M + b * MT * 4, p.dj + static_cast<std::int64_t>(gc) * MT, MT * 4, bar);
 }
 __device__ __forceinline__ int stage_offset(const Params& p, int g, int c, int t0) {
-  const float* x = p.x + static_cast<std::int64_t>(c) * p.l + t0 + p.base[g * p.c + c];
+  const float* x = p.x + span_at(p, g, c, t0);
   return static_cast<int>((reinterpret_cast<std::uintptr_t>(x) & 15) / 4);
 }
 
@@ -306,11 +311,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dbase, base.data(), base.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dks, ksteps.data(), ksteps.size() * 4, cudaMemcpyHostToDevice));
   const Params p{dx, dinv, da, df, ddj, dbase, dks, dout, C, l, lout};
-  CK(cudaFuncSetAttribute(mf_network, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-  int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mf_network, 128, SMEM));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, mf_network));
+  const KernelFit fit = fit_kernel(mf_network, 128, SMEM);
   const dim3 grid(lout / NW, groups);
   const auto launch = [&] { mf_network<<<grid, 128, SMEM>>>(p); };
   launch();
@@ -344,8 +345,8 @@ int main(int argc, char** argv) {
       "%s | NW %d | %d regs, %d B stack, %d B smem, %d blocks/SM | T %d C %d K %d samples %d: "
       "median %.3f ms (min %.3f) | %.1f TFLOP/s useful, %.1f TFLOP/s MMA (K'/K %.3f) | max "
       "|err| %.2e (max |stack| %.2f)\n",
-      prop.name, NW, fa.numRegs, static_cast<int>(fa.localSizeBytes), SMEM, per_sm, T, C, K, lout,
-      tt[tt.size() / 2], tt[0], useful / tt[tt.size() / 2] / 1e9, mma / tt[tt.size() / 2] / 1e9,
-      mma * T / TP / useful, maxerr, maxref);
+      prop.name, NW, fit.attr.numRegs, static_cast<int>(fit.attr.localSizeBytes), SMEM, fit.per_sm,
+      T, C, K, lout, tt[tt.size() / 2], tt[0], useful / tt[tt.size() / 2] / 1e9,
+      mma / tt[tt.size() / 2] / 1e9, mma * T / TP / useful, maxerr, maxref);
   return 0;
 }

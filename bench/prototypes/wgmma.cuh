@@ -534,7 +534,7 @@ __device__ __forceinline__ void rs_bf16_n256(float (&d)[128], const std::uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
-// By N as a template parameter: wg::ss<N>(...), wg::rs<N>(...) (FP16 operands).
+// By N as a template parameter: wg::ss<N>, wg::rs<N>, wg::ss_tb<N> (FP16 operands).
 template <int N>
 __device__ __forceinline__ void ss(float (&d)[N / 2], std::uint64_t a, std::uint64_t b,
                                    int accumulate) {

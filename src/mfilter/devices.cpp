@@ -96,6 +96,7 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
                         const std::pair<std::int64_t, std::int64_t>& moveout_range) {
   Prepared g = p;
   g.tile_spread_floor = spread;
+  g.template_group = true;
   g.chunk_moveout_range = moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;

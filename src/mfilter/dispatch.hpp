@@ -48,6 +48,10 @@ struct Prepared {
   /// (contributing_moveout_range), which then plans the group's time chunks, so every group cuts
   /// time exactly as the whole call does (unset: the group's own).
   std::optional<std::pair<std::int64_t, std::int64_t>> chunk_moveout_range;
+  /// A template group of a call spread over devices or MPI ranks: its rows must equal the whole
+  /// call's bit for bit, so the tensor method keeps the 16-template tiles the groups are aligned
+  /// to (not the wgmma kernel's 64-template tiles).
+  bool template_group = false;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).

@@ -160,6 +160,7 @@ DeviceProblem problem_of(const Prepared& p, const Shared& sh, const Slot& sl, co
   dp.dims.n_corr = sl.chunk.n_corr();
   dp.dims.channel_offsets = p.channel_offsets.empty() ? nullptr : sh.offsets.as<double>();
   dp.tile_spread_floor = p.tile_spread_floor;
+  dp.template_group = p.template_group;
   dp.templates = sh.templates.as<float>();
   dp.data = data;
   dp.moveouts = sl.moveouts->as<std::int64_t>();

@@ -18,6 +18,7 @@
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
 #include "mfilter/kernels/tensor_mf.cuh"
+#include "mfilter/kernels/tensor_scan.cuh"
 #include "mfilter/kernels/tensor_tuning.hpp"
 #include "mfilter/tensor_cuda.hpp"
 
@@ -33,6 +34,13 @@ using tensor::Operand;
 TensorTiling default_tiling(Precision precision, bool network) {
   return precision != Precision::Split || network ? TensorTiling::WidePairs
                                                   : TensorTiling::DeepPairs;
+}
+
+/// Auto tries the wgmma network kernel unless HALFSCOPE_MF_TENSOR_WGMMA=0 (the benchmark's
+/// comparison with the other kernels on the same build).
+bool wgmma_enabled() {
+  const char* env = std::getenv("HALFSCOPE_MF_TENSOR_WGMMA");
+  return env == nullptr || std::string(env) != "0";
 }
 
 template <Operand O, class Tl, bool kNetwork>
@@ -83,6 +91,14 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
     throw Unsupported("matched filtering (tensor): step " + std::to_string(d.step) +
                       " exceeds the tensor method's limit of " + std::to_string(tensor::kMaxStep) +
                       " samples; use the naive method");
+  // The network stack goes to the wgmma kernel where it qualifies (it says so by returning).
+  if (tiling == TensorTiling::Wgmma || (tiling == TensorTiling::Auto && wgmma_enabled())) {
+    constexpr Precision precision = O == Operand::Split
+                                        ? Precision::Split
+                                        : (O == Operand::BF16 ? Precision::BF16 : Precision::Mixed);
+    if (network_wgmma_cuda(p, precision, times)) return;
+    tiling = TensorTiling::Auto;
+  }
   const bool full = d.normalize == MfNormalize::Full;
   tensor::KernelArgs a;
   a.T = d.templates, a.C = d.channels, a.L = d.samples, a.step = d.step, a.n_corr = d.n_corr;
@@ -231,6 +247,7 @@ void tensor_cuda(const DeviceProblem& problem, Precision precision) {
 
 void tensor_cuda_timed(const DeviceProblem& problem, Precision precision, TensorPhaseTimes* times,
                        TensorTiling tiling) {
+  if (times != nullptr) times->wgmma = false;
   switch (precision) {
     case Precision::Mixed:
       return run<Operand::Mixed>(problem, times, tiling);

@@ -16,12 +16,24 @@ struct TensorPhaseTimes {
   float window_stats_ms = 0;
   float prepare_ms = 0;
   float kernel_ms = 0;
+  bool wgmma = false;  // the call ran the wgmma network kernel (network_sm90a.cu)
 };
 
 /// How the kernel cuts a block's 16 x 512 tile among its warps (kernels/tensor_tuning.hpp):
 /// Wide = 4 warps x 128 lags, Deep = 8 warps x 64 lags; the *Pairs variants stage the
-/// observation as 64-bit operand pairs (Tiling::kPairs); Auto = the measured default.
-enum class TensorTiling { Auto, Wide, Deep, WidePairs, DeepPairs };
+/// observation as 64-bit operand pairs (Tiling::kPairs). Wgmma = the network kernel of
+/// network_sm90a.cu where the call qualifies (network_wgmma_cuda), else Auto's tiling. Auto = the
+/// measured default: Wgmma for the network stack (unless HALFSCOPE_MF_TENSOR_WGMMA=0), else
+/// default_tiling.
+enum class TensorTiling { Auto, Wide, Deep, WidePairs, DeepPairs, Wgmma };
+
+/// The network stack on Hopper's wgmma (kernels/network_wgmma.cuh), 64 templates x 128 times a
+/// block with the stack in registers: runs the call and returns true when it qualifies (network
+/// stack, step 1, mixed or bf16, a device of compute capability 9.0, not a template group of a
+/// call spread over devices, whose bits must equal the whole call's 16-template tiles, K + the
+/// largest moveout spread of a 64-template group short enough for shared memory, at most 65535
+/// groups); otherwise returns false having written nothing.
+bool network_wgmma_cuda(const DeviceProblem& problem, Precision precision, TensorPhaseTimes* times);
 
 /// tensor_cuda with a chosen tiling, and when `times` is not null the phase timings of this call.
 void tensor_cuda_timed(const DeviceProblem& problem, Precision precision, TensorPhaseTimes* times,

@@ -101,6 +101,7 @@ Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1
   sub.channel_offsets = p.channel_offsets;
   // A template group tiles correlation time as the whole call does (bit-identical rows on GPUs).
   sub.tile_spread_floor = std::max(p.tile_spread_floor, mfilter::tile_moveout_spread(p));
+  sub.template_group = true;
   // Templates are independent: a group is the rows of its templates (and of their network).
   sub.templates = p.templates.slice(0, t0 * C * K, t1 * C * K);
   const auto first = static_cast<std::ptrdiff_t>(t0 * C),

@@ -64,9 +64,11 @@ Dims dims_of(const Case& c, MfNormalize normalize, std::int64_t step, bool netwo
   return d;
 }
 
-/// Every tiling of the kernel (kernels/tensor_tuning.hpp) runs every correctness case.
+/// Every tiling of the kernel (kernels/tensor_tuning.hpp) runs every correctness case, and so does
+/// the wgmma network kernel (Wgmma: where a call does not qualify, Auto's tiling runs instead).
 constexpr TensorTiling kTilings[] = {TensorTiling::Wide, TensorTiling::Deep,
-                                     TensorTiling::WidePairs, TensorTiling::DeepPairs};
+                                     TensorTiling::WidePairs, TensorTiling::DeepPairs,
+                                     TensorTiling::Wgmma};
 
 const char* tiling_name(TensorTiling t) {
   switch (t) {
@@ -78,6 +80,8 @@ const char* tiling_name(TensorTiling t) {
       return "wide-pairs";
     case TensorTiling::DeepPairs:
       return "deep-pairs";
+    case TensorTiling::Wgmma:
+      return "wgmma";
     default:
       return "auto";
   }
@@ -93,10 +97,11 @@ struct DirectStores {
   DirectStores& operator=(const DirectStores&) = delete;
 };
 
-/// Runs the tensor backend on a case; returns the float32 output on the host.
+/// Runs the tensor backend on a case; returns the float32 output on the host (and, when `wgmma`
+/// is not null, whether the wgmma network kernel ran).
 std::vector<float> run_tensor(const Case& c, Precision precision, MfNormalize normalize,
                               std::int64_t step, bool network,
-                              TensorTiling tiling = TensorTiling::Auto) {
+                              TensorTiling tiling = TensorTiling::Auto, bool* wgmma = nullptr) {
   const Dims d = dims_of(c, normalize, step, network);
   const DeviceCase dev(c);
   const std::int64_t n_out = (network ? c.T : c.T * c.C) * d.n_corr;
@@ -106,7 +111,9 @@ std::vector<float> run_tensor(const Case& c, Precision precision, MfNormalize no
   DeviceProblem p{
       d,      dev.templates.get(), dev.data.get(), dev.moveouts.get(), dev.weights.get(), out.get(),
       nullptr};
-  tensor_cuda_timed(p, precision, nullptr, tiling);
+  TensorPhaseTimes times;
+  tensor_cuda_timed(p, precision, wgmma != nullptr ? &times : nullptr, tiling);
+  if (wgmma != nullptr) *wgmma = times.wgmma;
   std::vector<float> host(static_cast<std::size_t>(n_out));
   HS_CUDA_CHECK(cudaMemcpy(host.data(), out.get(), host.size() * 4, cudaMemcpyDeviceToHost));
   return host;
@@ -233,6 +240,53 @@ TEST_P(TensorPrecision, NetworkDirectMatchesStaged) {
   }
 }
 
+/// True on a device whose compute capability is 9.0 (the wgmma kernel's sm_90a code runs there).
+bool runs_sm90a() {
+  int device = 0, major = 0, minor = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  HS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  HS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+/// The wgmma network kernel on shapes that exercise its edges: T not a multiple of its 64
+/// templates (a ragged second group), K not a multiple of 16 and K > 256 (K' up to 416 leaves one
+/// block per SM), n_corr not a multiple of its 128 times, moveouts pushing windows off both ends
+/// of the data (spans filled element by element, zero outside), zero weights (rows skipped and
+/// exactly 0 when a template's weights all are), short and full normalization. On a compute
+/// capability 9.0 device it must be the kernel that ran for mixed and bf16; a spread too long for
+/// its shared memory (K' > 2000) goes back to the other kernels, within the same bound.
+TEST_P(TensorPrecision, NetworkWgmmaEdges) {
+  HS_REQUIRE_GPU();
+  struct Edge {
+    std::int64_t T, C, K, L, lo, hi;
+    bool expect_wgmma;
+  };
+  const bool sm90a = runs_sm90a() && GetParam() != Precision::Split;
+  for (const Edge& e : {Edge{70, 3, 45, 2000, -37, 95, true}, Edge{65, 2, 300, 1900, -20, 90, true},
+                        Edge{20, 2, 48, 5000, -1000, 1500, false}}) {
+    Case c = mftest::random_case(e.T, e.C, e.K, e.L, 71 + e.T, 50.0);
+    mftest::randomize_network(c, e.lo, e.hi, 72 + e.T);
+    for (std::int64_t ch = 0; ch < c.C; ++ch) c.weights[static_cast<std::size_t>(3 * c.C + ch)] = 0;
+    c.weights[static_cast<std::size_t>(5 * c.C + 1)] = 0;
+    c = mftest::rounded_to_float(c);
+    const double channel = mftest::cc_error_bound(GetParam(), c.K, mftest::underflow_ratio(c));
+    const double bound = mftest::stack_error_bound(c, channel);
+    const std::int64_t n = mftest::n_corr_of(c.L, c.K, 1);
+    for (MfNormalize normalize : {MfNormalize::Short, MfNormalize::Full}) {
+      SCOPED_TRACE("T=" + std::to_string(e.T) + " K=" + std::to_string(e.K) +
+                   (normalize == MfNormalize::Full ? " full" : " short"));
+      const auto want = mftest::reference_cc(c, normalize, 1, true);
+      bool wgmma = false;
+      const auto got = run_tensor(c, GetParam(), normalize, 1, true, TensorTiling::Wgmma, &wgmma);
+      EXPECT_EQ(wgmma, sm90a && e.expect_wgmma);
+      EXPECT_LE(max_error(got, want), bound);
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[static_cast<std::size_t>(3 * n + i)], 0.0f) << "zero-weight row, " << i;
+    }
+  }
+}
+
 TEST_P(TensorPrecision, NetworkFullStep3) {
   HS_REQUIRE_GPU();
   check_shape(GetParam(), {33, 3, 77, 2100, 3, MfNormalize::Full, true, true}, 14);
@@ -257,6 +311,7 @@ TEST_P(TensorPrecision, LargeSpreadAndZeroWeights) {
   const double channel = mftest::cc_error_bound(GetParam(), c.K, mftest::underflow_ratio(c));
   for (const auto& [network, tiling] : {std::pair{true, TensorTiling::Wide},
                                         {true, TensorTiling::Deep},
+                                        {true, TensorTiling::Wgmma},
                                         {false, TensorTiling::Wide},
                                         {false, TensorTiling::Deep}}) {
     SCOPED_TRACE(tiling_name(tiling));
@@ -414,7 +469,9 @@ void bench_case(const char* name, const Case& c, bool network, const std::vector
             "[bench] %s %s %s%s: call %.4f ms (window_stats %.4f, prepare %.4f) | kernel "
             "%.4f ms: %.1f GB/s = %.1f %% of 4227 | %.1f TFLOP/s tensor = %.1f %% of 778 | "
             "max err (sampled) %.3g\n",
-            name, std::string(precision_name(prec)).c_str(), tiling_name(tiling),
+            name, std::string(precision_name(prec)).c_str(),
+            tiling == TensorTiling::Wgmma && !phases.wgmma ? "wgmma (not qualified: auto)"
+                                                           : tiling_name(tiling),
             network  ? ""
             : direct ? " direct"
                      : " staged",

@@ -111,6 +111,64 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint4& a, std::uint32_t
   }
 }
 
+/// FP64 statistics of one template channel x[0..K), computed by one warp (every lane gets them):
+/// the mean (full normalization, else 0), 1 / sqrt(energy after demeaning) (0 when flat or not
+/// `real`: a padding row) and the operand shift of the largest demeaned value.
+struct TemplateStats {
+  double mean = 0, inv_norm = 0;
+  int shift = 0;
+  bool flat = true;
+};
+template <Operand O>
+__device__ TemplateStats template_stats(const float* x, bool real, std::int64_t K, bool full) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  double sum = 0, raw = 0;
+  for (std::int64_t k = lane; real && k < K; k += 32) {
+    sum += x[k];
+    raw += static_cast<double>(x[k]) * x[k];
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    raw += __shfl_xor_sync(0xffffffffu, raw, o);
+  }
+  TemplateStats s;
+  s.mean = full ? sum / static_cast<double>(K) : 0.0;
+  double energy = 0;
+  float max_abs = 0;
+  for (std::int64_t k = lane; real && k < K; k += 32) {
+    const double y = x[k] - s.mean;
+    energy += y * y;
+    max_abs = fmaxf(max_abs, static_cast<float>(fabs(y)));
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    energy += __shfl_xor_sync(0xffffffffu, energy, o);
+    max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
+  }
+  s.flat = !real || energy == 0.0 || energy <= kFlatRelative * raw;
+  s.shift = operand_shift<O>(max_abs);
+  s.inv_norm = s.flat ? 0.0 : 1.0 / sqrt(energy);
+  return s;
+}
+
+/// The operand parts of template value x under its channel's statistics: hi (and, for split, lo)
+/// as raw 16 bits, counting a non-finite hi into `bad`; returns the value they represent,
+/// unscaled, in FP64 (what the row sum of full normalization adds up).
+template <Operand O>
+__device__ double template_operand(float x, const TemplateStats& s, std::uint16_t& hi,
+                                   std::uint16_t& lo, int* bad) {
+  const double scaled = ldexp(x - s.mean, s.shift);
+  hi = round_hi<O>(static_cast<float>(scaled));
+  lo = 0;
+  if (not_finite<O>(hi)) atomicAdd(bad, 1);
+  double back = O == Operand::BF16 ? static_cast<double>(__bfloat162float(__ushort_as_bfloat16(hi)))
+                                   : static_cast<double>(__half2float(__ushort_as_half(hi)));
+  if constexpr (O == Operand::Split) {
+    lo = __half_as_ushort(__float2half_rn(static_cast<float>(scaled - back)));
+    back += __half2float(__ushort_as_half(lo));
+  }
+  return ldexp(back, -s.shift);
+}
+
 /// Per template channel (t, c): the factors the epilogue needs and the operands in mma A
 /// fragment order. One warp per (t, c) of the zero-padded T_pad = 16 G templates.
 ///   row_factor[c * T_pad + t] = 2^-shift / sqrt(E_T)   (0 for a flat or padding template)
@@ -133,49 +191,13 @@ __global__ void prepare_templates_kernel(const float* templates, std::int64_t T,
     const std::int64_t c = w / t_pad, t = w % t_pad;
     const bool real = t < T;
     const float* x = templates + (real ? (t * C + c) * K : 0);
-    // FP64 statistics: mean (full), energy after demeaning, raw energy, max |demeaned|.
-    double sum = 0, raw = 0;
-    for (std::int64_t k = lane; real && k < K; k += 32) {
-      sum += x[k];
-      raw += static_cast<double>(x[k]) * x[k];
-    }
-    for (int o = 16; o > 0; o /= 2) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      raw += __shfl_xor_sync(0xffffffffu, raw, o);
-    }
-    const double mean = full ? sum / static_cast<double>(K) : 0.0;
-    double energy = 0;
-    float max_abs = 0;
-    for (std::int64_t k = lane; real && k < K; k += 32) {
-      const double y = x[k] - mean;
-      energy += y * y;
-      max_abs = fmaxf(max_abs, static_cast<float>(fabs(y)));
-    }
-    for (int o = 16; o > 0; o /= 2) {
-      energy += __shfl_xor_sync(0xffffffffu, energy, o);
-      max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
-    }
-    const bool flat = !real || energy == 0.0 || energy <= kFlatRelative * raw;
-    const int shift = operand_shift<O>(max_abs);
+    const TemplateStats st = template_stats<O>(x, real, K, full);
     double op_sum = 0;
     const std::int64_t g0 = t / kTemplatesPerTile;
     const int row = static_cast<int>(t % kTemplatesPerTile);
     for (std::int64_t k = lane; k < chunks * 16; k += 32) {
       std::uint16_t hi = 0, lo = 0;
-      if (!flat && k < K) {
-        const double scaled = ldexp(x[k] - mean, shift);
-        const float v = static_cast<float>(scaled);
-        hi = round_hi<O>(v);
-        if (not_finite<O>(hi)) atomicAdd(bad, 1);
-        double back = O == Operand::BF16
-                          ? static_cast<double>(__bfloat162float(__ushort_as_bfloat16(hi)))
-                          : static_cast<double>(__half2float(__ushort_as_half(hi)));
-        if constexpr (O == Operand::Split) {
-          lo = __half_as_ushort(__float2half_rn(static_cast<float>(scaled - back)));
-          back += __half2float(__ushort_as_half(lo));
-        }
-        op_sum += ldexp(back, -shift);
-      }
+      if (!st.flat && k < K) op_sum += template_operand<O>(x[k], st, hi, lo, bad);
       const std::int64_t p = k / 16;
       const int q = static_cast<int>(k % 16);
       const int frag_lane = (row % 8) * 4 + (q % 8) / 2;
@@ -187,53 +209,9 @@ __global__ void prepare_templates_kernel(const float* templates, std::int64_t T,
     }
     for (int o = 16; o > 0; o /= 2) op_sum += __shfl_xor_sync(0xffffffffu, op_sum, o);
     if (lane == 0) {
-      const double inv = flat ? 0.0 : 1.0 / sqrt(energy);
-      row_factor[c * t_pad + t] = static_cast<float>(ldexp(inv, -shift));
-      row_sum[c * t_pad + t] = full ? static_cast<float>(op_sum * inv) : 0.0f;
+      row_factor[c * t_pad + t] = static_cast<float>(ldexp(st.inv_norm, -st.shift));
+      row_sum[c * t_pad + t] = full ? static_cast<float>(op_sum * st.inv_norm) : 0.0f;
     }
-  }
-}
-
-/// Bits of max |S| over each segment of `segment` samples of each channel (seg_max[c * segs + j]):
-/// for non-negative floats the bit patterns order as the values, and inf / NaN lie above every
-/// finite value, so an integer maximum keeps them and one comparison counts the segments that
-/// hold any (into `bad`). One warp per segment, 8 samples per lane per pass.
-__global__ void segment_max_kernel(const float* data, std::int64_t C, std::int64_t L,
-                                   std::int64_t segs, int segment, unsigned* seg_max, int* bad) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       w < C * segs; w += warps) {
-    const std::int64_t c = w / segs, j0 = (w % segs) * segment;
-    const std::int64_t n = L - j0 < segment ? L - j0 : segment;
-    const float* x = data + c * L + j0;
-    unsigned m = 0;
-    for (std::int64_t k = lane; k < n; k += 32) m = max(m, __float_as_uint(x[k]) & 0x7fffffffu);
-    m = __reduce_max_sync(0xffffffffu, m);
-    if (lane == 0) {
-      seg_max[w] = m;
-      if (m >= 0x7f800000u) atomicAdd(bad, 1);
-    }
-  }
-}
-
-/// Largest moveout spread (max - min over the real templates of one 16-template group, for one
-/// channel) over all groups and channels: the main kernel shortens its output tiles by it so
-/// that one tile of kTileLags window starts covers every template's shifted windows.
-__global__ void moveout_spread_kernel(const std::int64_t* moveouts, std::int64_t T, std::int64_t C,
-                                      std::int64_t groups, unsigned long long* spread) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       j < groups * C; j += stride) {
-    const std::int64_t group = j / C, c = j % C;
-    std::int64_t lo = moveouts[group * kTemplatesPerTile * C + c], hi = lo;
-    for (std::int64_t t = group * kTemplatesPerTile + 1;
-         t < T && t < (group + 1) * kTemplatesPerTile; ++t) {
-      const std::int64_t m = moveouts[t * C + c];
-      lo = m < lo ? m : lo;
-      hi = m > hi ? m : hi;
-    }
-    atomicMax(spread, static_cast<unsigned long long>(hi - lo));
   }
 }
 

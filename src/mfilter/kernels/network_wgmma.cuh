@@ -1,0 +1,349 @@
+// The network stack on Hopper's wgmma (sm_90a; design and measurements: docs/mfilter-tensor.md,
+// "The wgmma network kernel"). A block of one warpgroup owns 64 templates (wgmma M) x 128
+// correlation times (wgmma N), walks the channels and keeps w * CC summed in registers, so the
+// stack is written once and per-channel CC never exists.
+//
+// Per channel c, with base = the group's smallest moveout on c (among templates of nonzero
+// weight) and shift_j = moveout_j - base, every template is stored shifted inside a longer row of
+// K' = 16 ksteps >= K + spread operands (network_templates_kernel), so the 64 rows share one window
+// start per column: D(j, n) = sum_k' A(j, k') S(t0 + base + n + k') is template j's numerator for
+// window t0 + n + moveout_j. B, the data's Hankel matrix, is MN-major and its 8 x 8 core matrices
+// repeat along diagonals: block (k-group b, n-group a) = C[a + b] with row kr of C[m] = S[8m + kr
+// .. + 7], so both descriptor strides are one core matrix and B costs 16 bytes a sample. Epilogue
+// per (j, n): w CC = inv(u) (D f_j 2^-e - mean(u) rs_j) clamped to |w|, u = t0 + n + moveout_j,
+// f_j = w 2^-shift_j / |T_j| (rf) and rs_j = w (sum of the operand values) / |T_j| (full only).
+// Operands for the next active channel arrive by TMA bulk copies (one thread; an mbarrier per
+// buffer) while this one computes; spans that leave the data are filled by all threads, zero
+// outside it, so those windows add nothing (their inverse norm is 0).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mfilter/kernels/tensor_operand.cuh"
+#include "mfilter/kernels/wgmma.cuh"
+
+namespace halfscope::mfilter::tensor {
+
+inline constexpr int kWgTemplates = 64;  // templates per block (wgmma M)
+inline constexpr int kWgTimes = 128;     // correlation times per block (wgmma N)
+inline constexpr int kWgThreads = 128;   // one warpgroup
+
+/// Everything the network kernel reads. Per (group, channel) gc = g * C + c.
+struct WgArgs {
+  const float* data = nullptr;         // (C, L)
+  const float* inv = nullptr;          // (C, windows): inverse window norms, 0 for flat windows
+  const float* mean = nullptr;         // (C, windows) window means, or null (short)
+  const std::uint16_t* a = nullptr;    // per gc: 64 x kp operands, K-major core matrices
+  const float4* rows = nullptr;        // per gc, 64: {w rf, |w|, w rs, shift (int bits)}
+  const std::int64_t* base = nullptr;  // per gc: the group's smallest contributing moveout
+  const int* ksteps = nullptr;         // per gc: K' / 16, 0 when no template contributes
+  float* out = nullptr;                // (T, n_corr)
+  int* bad = nullptr;                  // count of data tiles holding inf or NaN
+  std::int64_t T = 0, C = 0, L = 0, windows = 0, n_corr = 0;
+  int K = 0, kp = 0;  // template length; the longest K' (a multiple of 16)
+};
+
+/// Byte offsets of one block's dynamic shared memory (buffers [2] alternate between the channel
+/// computing and the one arriving).
+struct WgLayout {
+  int a_bytes = 0, x_floats = 0, i_floats = 0;
+  int a = 0, b = 0, x = 0, inv = 0, mean = 0, rows = 0, meta = 0, red = 0, bar = 0, total = 0;
+  __host__ __device__ WgLayout(int kp, int K, bool full, std::int64_t C) {
+    a_bytes = kWgTemplates * kp * 2;
+    x_floats = kWgTimes + kp + 4;                           // + 4: staged from a 16-byte boundary
+    i_floats = (kWgTimes + kp - K + 3) / 4 * 4 + 4;         // window starts n + shift
+    const int b_bytes = (kp / 8 + kWgTimes / 8 - 1) * 128;  // core matrices C[m]
+    a = 0;
+    b = a + 2 * a_bytes;
+    x = b + b_bytes;
+    inv = x + 2 * x_floats * 4;
+    mean = inv + 2 * i_floats * 4;
+    rows = mean + (full ? 2 * i_floats * 4 : 0);
+    meta = rows + 2 * kWgTemplates * 16;  // the block's group: base[C] (int64), ksteps[C]
+    red = meta + static_cast<int>((C * 12 + 15) / 16 * 16);
+    bar = red + 16;
+    total = bar + 16;
+  }
+};
+
+/// Where channel c's span of group g and time tile t0 starts, and whether TMA can copy it: every
+/// sample a product reads inside the channel, the 16-byte-aligned copies inside the arrays.
+struct WgSpan {
+  std::int64_t start = 0;  // first sample (= first window start) of the span in channel c
+  int ksteps = 0, lead_x = 0, lead_i = 0;
+  bool bulk = false;
+};
+/// The block's group's spans, copied to shared memory once (wg_load_meta): every channel's
+/// set-up reads them there, off the global-memory latency between the channels' products.
+struct WgMeta {
+  const std::int64_t* base;
+  const int* ksteps;
+  __device__ WgMeta(const unsigned char* sm, const WgLayout& lay, std::int64_t C)
+      : base(reinterpret_cast<const std::int64_t*>(sm + lay.meta)),
+        ksteps(reinterpret_cast<const int*>(sm + lay.meta + 8 * C)) {}
+};
+__device__ inline void wg_load_meta(const WgArgs& a, const WgLayout& lay, unsigned char* sm,
+                                    std::int64_t g) {
+  auto* base = reinterpret_cast<std::int64_t*>(sm + lay.meta);
+  auto* ksteps = reinterpret_cast<int*>(sm + lay.meta + 8 * a.C);
+  for (std::int64_t c = threadIdx.x; c < a.C; c += kWgThreads) {
+    base[c] = a.base[g * a.C + c];
+    ksteps[c] = a.ksteps[g * a.C + c];
+  }
+}
+__device__ inline WgSpan wg_span(const WgArgs& a, const WgLayout& lay, const WgMeta& meta,
+                                 std::int64_t c, std::int64_t t0) {
+  WgSpan s;
+  s.start = t0 + meta.base[c];
+  s.ksteps = meta.ksteps[c];
+  const std::int64_t need = kWgTimes + 16 * s.ksteps - 1;
+  const std::int64_t xo = c * a.L + s.start, io = c * a.windows + s.start;
+  s.lead_x = static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.data) >> 2) + xo) & 3);
+  s.lead_i = static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.inv) >> 2) + io) & 3);
+  const bool same_lead =
+      a.mean == nullptr ||
+      static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.mean) >> 2) + io) & 3) == s.lead_i;
+  s.bulk = s.start >= 0 && s.start + need <= a.L && xo - s.lead_x >= 0 &&
+           xo - s.lead_x + lay.x_floats <= a.C * a.L && io - s.lead_i >= 0 &&
+           io - s.lead_i + lay.i_floats <= a.C * a.windows && same_lead;
+  return s;
+}
+
+/// Thread 0: channel c's operands into buffer b, completing on the buffer's mbarrier: the
+/// templates and row factors always, the data, inverse norms and means when the span allows.
+__device__ inline void wg_stage(const WgArgs& a, const WgLayout& lay, const WgMeta& meta,
+                                unsigned char* sm, std::int64_t g, std::int64_t c, int b,
+                                std::int64_t t0) {
+  const WgSpan s = wg_span(a, lay, meta, c, t0);
+  const std::int64_t gc = g * a.C + c;
+  auto* bar = reinterpret_cast<std::uint64_t*>(sm + lay.bar) + b;
+  const int data_bytes = s.bulk ? (lay.x_floats + lay.i_floats * (a.mean ? 2 : 1)) * 4 : 0;
+  wg::expect_bytes(bar, s.ksteps * 2048 + kWgTemplates * 16 + data_bytes);
+  wg::bulk_copy(sm + lay.a + b * lay.a_bytes, a.a + gc * kWgTemplates * a.kp, s.ksteps * 2048, bar);
+  wg::bulk_copy(sm + lay.rows + b * kWgTemplates * 16, a.rows + gc * kWgTemplates,
+                kWgTemplates * 16, bar);
+  if (!s.bulk) return;
+  const std::int64_t xo = c * a.L + s.start - s.lead_x, io = c * a.windows + s.start - s.lead_i;
+  wg::bulk_copy(sm + lay.x + b * lay.x_floats * 4, a.data + xo, lay.x_floats * 4, bar);
+  wg::bulk_copy(sm + lay.inv + b * lay.i_floats * 4, a.inv + io, lay.i_floats * 4, bar);
+  if (a.mean != nullptr)
+    wg::bulk_copy(sm + lay.mean + b * lay.i_floats * 4, a.mean + io, lay.i_floats * 4, bar);
+}
+
+/// All threads: a span TMA cannot copy, element by element from offset 0, zero outside the
+/// channel's samples and windows.
+__device__ inline void wg_fill(const WgArgs& a, const WgLayout& lay, unsigned char* sm,
+                               std::int64_t c, int b, const WgSpan& s) {
+  float* x = reinterpret_cast<float*>(sm + lay.x) + b * lay.x_floats;
+  float* iv = reinterpret_cast<float*>(sm + lay.inv) + b * lay.i_floats;
+  float* mn = reinterpret_cast<float*>(sm + lay.mean) + b * lay.i_floats;
+  for (int i = static_cast<int>(threadIdx.x); i < lay.x_floats; i += kWgThreads) {
+    const std::int64_t at = s.start + i;
+    x[i] = at >= 0 && at < a.L ? a.data[c * a.L + at] : 0.0f;
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < lay.i_floats; i += kWgThreads) {
+    const std::int64_t at = s.start + i;
+    const bool in = at >= 0 && at < a.windows;
+    iv[i] = in ? a.inv[c * a.windows + at] : 0.0f;
+    if (a.mean != nullptr) mn[i] = in ? a.mean[c * a.windows + at] : 0.0f;
+  }
+}
+
+/// The next channel after c with a contributing template in the block's group (C when none).
+__device__ inline std::int64_t wg_next(const WgArgs& a, const WgMeta& meta, std::int64_t c) {
+  for (++c; c < a.C && meta.ksteps[c] == 0; ++c) {
+  }
+  return c;
+}
+
+/// grid (time tiles, groups of 64 templates), kWgThreads threads, WgLayout(kp, K, full, C) bytes.
+template <Operand O, bool kFull>
+__global__ void __launch_bounds__(kWgThreads, 2) network_wgmma_kernel(const WgArgs a) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  const WgLayout lay(a.kp, a.K, kFull, a.C);
+  const WgMeta meta(sm, lay, a.C);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int g8 = lane / 4, q = lane % 4;
+  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kWgTimes, grp = blockIdx.y;
+  auto* bars = reinterpret_cast<std::uint64_t*>(sm + lay.bar);
+  float acc[kWgTimes / 2], d[kWgTimes / 2];
+#pragma unroll
+  for (int i = 0; i < kWgTimes / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+  if (tid == 0) {
+    wg::barrier_init(bars);
+    wg::barrier_init(bars + 1);
+    wg::barrier_init_fence();
+  }
+  wg_load_meta(a, lay, sm, grp);
+  __syncthreads();
+  std::int64_t c = wg_next(a, meta, -1);
+  if (tid == 0 && c < a.C) wg_stage(a, lay, meta, sm, grp, c, 0, t0);
+  const std::uint64_t db0 = wg::descriptor(sm + lay.b, 128, 128);
+  for (int it = 0; c < a.C; ++it) {
+    const int b = it & 1;
+    const std::int64_t next = wg_next(a, meta, c);
+    __syncthreads();  // the previous channel's epilogue is done with buffer b ^ 1
+    if (tid == 0 && next < a.C) wg_stage(a, lay, meta, sm, grp, next, b ^ 1, t0);
+    const WgSpan s = wg_span(a, lay, meta, c, t0);
+    const int lx = s.bulk ? s.lead_x : 0, li = s.bulk ? s.lead_i : 0;
+    if (!s.bulk) {
+      wg_fill(a, lay, sm, c, b, s);
+      __syncthreads();
+    }
+    wg::barrier_wait(bars + b, (it >> 1) & 1);
+    // The data tile's power-of-two scale, from the samples the products read.
+    const float* xs = reinterpret_cast<const float*>(sm + lay.x) + b * lay.x_floats + lx;
+    const int need = kWgTimes + 16 * s.ksteps - 1;
+    unsigned m = 0;
+    for (int i = tid; i < need; i += kWgThreads) m = max(m, __float_as_uint(xs[i]) & 0x7fffffffu);
+    m = __reduce_max_sync(0xffffffffu, m);
+    auto* red = reinterpret_cast<unsigned*>(sm + lay.red);
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = max(max(red[0], red[1]), max(red[2], red[3]));
+    if (tid == 0 && m >= 0x7f800000u) atomicAdd(a.bad, 1);
+    const int e = operand_shift<O>(__uint_as_float(m));
+    const Pow2Scale scale(e);
+    // B: row (m, kr) of core matrix C[m] = S[8 m + kr + i], i < 8, for the 2 ksteps + 15 core
+    // matrices the products read: rows r < 16 ksteps + 120 read samples r + i < need, exactly
+    // the samples the maximum was taken over.
+    const auto build = [&](auto two) {
+      constexpr bool kTwo = decltype(two)::value;
+      for (int r = tid; r < 16 * s.ksteps + kWgTimes - 8; r += kWgThreads) {
+        const float* x = xs + r;
+        const uint4 w{pack_hi<O>(scale.apply<kTwo>(x[0]), scale.apply<kTwo>(x[1])),
+                      pack_hi<O>(scale.apply<kTwo>(x[2]), scale.apply<kTwo>(x[3])),
+                      pack_hi<O>(scale.apply<kTwo>(x[4]), scale.apply<kTwo>(x[5])),
+                      pack_hi<O>(scale.apply<kTwo>(x[6]), scale.apply<kTwo>(x[7]))};
+        *reinterpret_cast<uint4*>(sm + lay.b + 16 * r) = w;
+      }
+    };
+    if (scale.f2 == 1.0f)
+      build(std::false_type{});
+    else
+      build(std::true_type{});
+    wg::proxy_fence();
+    __syncthreads();
+    const std::uint64_t da0 = wg::descriptor(sm + lay.a + b * lay.a_bytes, 1024, 128);
+    wg::touch(d);
+    wg::fence();
+    wg::mma_m64n128k16_tb<O>(d, da0, db0, 0);
+    // k-step k: A's slice at 2048 k bytes, B's core matrices from C[2 k] (256 k bytes).
+    for (int k = 1; k < s.ksteps; ++k)
+      wg::mma_m64n128k16_tb<O>(d, da0 + (2048 * k >> 4), db0 + (256 * k >> 4), 1);
+    wg::commit();
+    wg::wait_all();
+    wg::touch(d);
+    // Epilogue: this thread's rows j0, j0 + 8 and columns n = 8 t + 2 q, + 1.
+    const int j0 = 16 * warp + g8;
+    const float4* rows = reinterpret_cast<const float4*>(sm + lay.rows) + b * kWgTemplates;
+    const float4 r0 = rows[j0], r1 = rows[j0 + 8];
+    const float unscale = pow2_or_zero(-e);
+    const float f0 = times_pow2(r0.x, unscale, -e), f1 = times_pow2(r1.x, unscale, -e);
+    const int sh0 = __float_as_int(r0.w), sh1 = __float_as_int(r1.w);
+    const float* iv = reinterpret_cast<const float*>(sm + lay.inv) + b * lay.i_floats + li + 2 * q;
+    const float* mv = reinterpret_cast<const float*>(sm + lay.mean) + b * lay.i_floats + li + 2 * q;
+    const auto add = [](float& to, float v, float lim) { to += fminf(fmaxf(v, -lim), lim); };
+#pragma unroll
+    for (int t = 0; t < kWgTimes / 8; ++t) {
+      const int n0 = 8 * t + sh0, n1 = 8 * t + sh1;
+      float v00 = d[4 * t] * f0, v01 = d[4 * t + 1] * f0;
+      float v10 = d[4 * t + 2] * f1, v11 = d[4 * t + 3] * f1;
+      if constexpr (kFull) {
+        v00 -= mv[n0] * r0.z, v01 -= mv[n0 + 1] * r0.z;
+        v10 -= mv[n1] * r1.z, v11 -= mv[n1 + 1] * r1.z;
+      }
+      add(acc[4 * t], v00 * iv[n0], r0.y);
+      add(acc[4 * t + 1], v01 * iv[n0 + 1], r0.y);
+      add(acc[4 * t + 2], v10 * iv[n1], r1.y);
+      add(acc[4 * t + 3], v11 * iv[n1 + 1], r1.y);
+    }
+    c = next;
+  }
+  // The stack: rows below T, columns below n_corr (pairs where aligned).
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t j = grp * kWgTemplates + 16 * warp + g8 + 8 * h;
+    if (j >= a.T) continue;
+    float* row = a.out + j * a.n_corr;
+#pragma unroll
+    for (int t = 0; t < kWgTimes / 8; ++t) {
+      const std::int64_t col = t0 + 8 * t + 2 * q;
+      const float x0 = acc[4 * t + 2 * h], x1 = acc[4 * t + 2 * h + 1];
+      if (col + 1 < a.n_corr && reinterpret_cast<std::uintptr_t>(row + col) % 8 == 0) {
+        __stcs(reinterpret_cast<float2*>(row + col), make_float2(x0, x1));
+      } else {
+        if (col < a.n_corr) __stcs(row + col, x0);
+        if (col + 1 < a.n_corr) __stcs(row + col + 1, x1);
+      }
+    }
+  }
+}
+
+/// Per (group, channel), one thread each: the group's smallest and largest moveout among its
+/// templates of nonzero weight, base = the smallest, ksteps = ceil((K + spread) / 16) (0 when
+/// no template contributes) and the largest 16 ksteps over all into `kp_need`.
+__global__ void network_spans_kernel(const std::int64_t* moveouts, const float* weights,
+                                     std::int64_t T, std::int64_t C, std::int64_t K,
+                                     std::int64_t groups, std::int64_t* base, int* ksteps,
+                                     unsigned long long* kp_need) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t gc = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       gc < groups * C; gc += stride) {
+    const std::int64_t g = gc / C, c = gc % C;
+    std::int64_t lo = 0, hi = 0;
+    bool any = false;
+    for (std::int64_t t = g * kWgTemplates; t < T && t < (g + 1) * kWgTemplates; ++t) {
+      if (weights[t * C + c] == 0.0f) continue;
+      const std::int64_t m = moveouts[t * C + c];
+      lo = any && lo < m ? lo : m;
+      hi = any && hi > m ? hi : m;
+      any = true;
+    }
+    // Spreads beyond 2^20 make K' too long for any block; the host then falls back.
+    const std::int64_t kp = any ? (K + (hi - lo < (1 << 20) ? hi - lo : (1 << 20)) + 15) / 16 : 0;
+    base[gc] = lo;
+    ksteps[gc] = static_cast<int>(kp);
+    atomicMax(kp_need, static_cast<unsigned long long>(16 * kp));
+  }
+}
+
+/// One warp per (template t of the zero-padded 64-template groups, channel c): the template's
+/// operands shifted by moveout - base inside its row of A (zero elsewhere: the caller clears A)
+/// and its row factors. Templates of zero weight (and padding rows) keep zero rows and factors.
+template <Operand O>
+__global__ void network_templates_kernel(const float* templates, const std::int64_t* moveouts,
+                                         const float* weights, std::int64_t T, std::int64_t C,
+                                         std::int64_t K, std::int64_t groups, int kp, bool full,
+                                         const std::int64_t* base, std::uint16_t* a, float4* rows,
+                                         int* bad) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       w < groups * kWgTemplates * C; w += warps) {
+    const std::int64_t t = w / C, c = w % C, g = t / kWgTemplates;
+    const std::int64_t gc = g * C + c;
+    const int r = static_cast<int>(t % kWgTemplates);
+    const float wt = t < T ? weights[t * C + c] : 0.0f;
+    const bool real = wt != 0.0f;
+    const float* x = templates + (real ? (t * C + c) * K : 0);
+    const TemplateStats st = template_stats<O>(x, real, K, full);
+    const int shift = real ? static_cast<int>(moveouts[t * C + c] - base[gc]) : 0;
+    std::uint16_t* row = a + gc * kWgTemplates * kp;
+    double op_sum = 0;
+    for (std::int64_t k = lane; !st.flat && k < K; k += 32) {
+      std::uint16_t hi = 0, lo = 0;
+      op_sum += template_operand<O>(x[k], st, hi, lo, bad);
+      const std::int64_t at = k + shift;
+      row[(at / 8) * 8 * kWgTemplates + r * 8 + at % 8] = hi;
+    }
+    for (int o = 16; o > 0; o /= 2) op_sum += __shfl_xor_sync(0xffffffffu, op_sum, o);
+    if (lane == 0) {
+      const auto rf = static_cast<float>(ldexp(st.inv_norm, -st.shift));
+      const float rs = full ? static_cast<float>(op_sum * st.inv_norm) : 0.0f;
+      rows[gc * kWgTemplates + r] = make_float4(wt * rf, fabsf(wt), wt * rs, __int_as_float(shift));
+    }
+  }
+}
+
+}  // namespace halfscope::mfilter::tensor

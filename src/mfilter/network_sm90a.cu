@@ -1,0 +1,169 @@
+// The wgmma network kernel's host side (tensor_cuda.hpp: network_wgmma_cuda; device code and
+// design: kernels/network_wgmma.cuh). This file alone is compiled for sm_90a (src/CMakeLists.txt):
+// wgmma and TMA bulk copies exist only there. One call: the groups' moveout spans (read back:
+// they size the shared memory, or send the call back to the other kernels), the window statistics,
+// the shifted template operands, then one launch.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "halfscope/core/cuda.hpp"
+#include "halfscope/core/cuda_memory.hpp"
+#include "halfscope/core/error.hpp"
+#include "mfilter/backends.hpp"
+#include "mfilter/kernels/network_wgmma.cuh"
+#include "mfilter/tensor_cuda.hpp"
+
+namespace halfscope::mfilter {
+namespace {
+
+using tensor::Operand;
+
+/// The kernel for this precision and normalization.
+template <Operand O>
+auto* kernel_of(bool full) {
+  return full ? tensor::network_wgmma_kernel<O, true> : tensor::network_wgmma_kernel<O, false>;
+}
+
+/// True on a device of compute capability 9.0 whose driver loads this file's sm_90a code.
+template <Operand O>
+bool device_runs_sm90a(bool full) {
+  int device = 0, major = 0, minor = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  HS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  HS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return false;
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, kernel_of<O>(full)) != cudaSuccess) {
+    (void)cudaGetLastError();  // no loadable image: not an error of the call
+    return false;
+  }
+  return true;
+}
+
+template <Operand O>
+bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
+  const Dims& d = p.dims;
+  const bool full = d.normalize == MfNormalize::Full;
+  const std::int64_t groups = (d.templates + tensor::kWgTemplates - 1) / tensor::kWgTemplates;
+  const std::int64_t tiles = (d.n_corr + tensor::kWgTimes - 1) / tensor::kWgTimes;
+  if (!d.network_sum || d.step != 1 || p.template_group || groups > 65535 ||
+      tiles > std::int64_t{0x7fffffff} || !device_runs_sm90a<O>(full))
+    return false;
+  cudaStream_t stream = p.stream;
+  const std::int64_t windows = d.samples - d.length + 1, gcs = groups * d.channels;
+
+  // Spans first: K' decides the shared memory, and a spread too long sends the call back.
+  const auto carve_of = [](std::int64_t& total, std::int64_t bytes) {
+    const std::int64_t at = total;
+    total += (bytes + 255) / 256 * 256;
+    return at;
+  };
+  std::int64_t span_bytes = 0;
+  const std::int64_t need_at = carve_of(span_bytes, 16);  // unsigned long long kp_need, int bad
+  const std::int64_t base_at = carve_of(span_bytes, gcs * 8);
+  const std::int64_t ks_at = carve_of(span_bytes, gcs * 4);
+  cuda::StreamScratch spans(span_bytes, stream);
+  auto* at0 = spans.as<unsigned char>();
+  auto* kp_need = reinterpret_cast<unsigned long long*>(at0 + need_at);
+  int* bad = reinterpret_cast<int*>(at0 + need_at + 8);
+  auto* base = reinterpret_cast<std::int64_t*>(at0 + base_at);
+  int* ksteps = reinterpret_cast<int*>(at0 + ks_at);
+  HS_CUDA_CHECK(cudaMemsetAsync(kp_need, 0, 16, stream));
+  std::optional<cuda::Event> marks[4];
+  const auto mark = [&](int k) {
+    if (times == nullptr) return;
+    marks[k].emplace();
+    marks[k]->record(stream);
+  };
+  mark(0);
+  tensor::network_spans_kernel<<<cuda::grid_blocks(gcs, 128, 4), 128, 0, stream>>>(
+      p.moveouts, p.weights, d.templates, d.channels, d.length, groups, base, ksteps, kp_need);
+  HS_CHECK_LAUNCH();
+  auto* mailbox = static_cast<unsigned long long*>(cuda::pinned_mailbox());
+  HS_CUDA_CHECK(cudaMemcpyAsync(mailbox, kp_need, sizeof *mailbox, cudaMemcpyDeviceToHost, stream));
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::int64_t kp =
+      std::max<std::int64_t>(static_cast<std::int64_t>(*mailbox), (d.length + 15) / 16 * 16);
+  int device = 0, smem_limit = 0;
+  HS_CUDA_CHECK(cudaGetDevice(&device));
+  HS_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (kp > (1 << 16) || d.channels > (1 << 14)) return false;
+  const tensor::WgLayout lay(static_cast<int>(kp), static_cast<int>(d.length), full, d.channels);
+  if (lay.total > smem_limit) return false;
+
+  std::int64_t bytes = 0;
+  const std::int64_t inv_at = carve_of(bytes, d.channels * windows * 4);
+  const std::int64_t mean_at = carve_of(bytes, full ? d.channels * windows * 4 : 0);
+  const std::int64_t a_at = carve_of(bytes, gcs * tensor::kWgTemplates * kp * 2);
+  const std::int64_t rows_at = carve_of(bytes, gcs * tensor::kWgTemplates * 16);
+  cuda::StreamScratch scratch(bytes, stream);
+  auto* at = scratch.as<unsigned char>();
+  auto* inv = reinterpret_cast<float*>(at + inv_at);
+  float* mean = full ? reinterpret_cast<float*>(at + mean_at) : nullptr;
+  tensor::WgArgs a;
+  a.data = p.data, a.inv = inv, a.mean = mean;
+  auto* ops = reinterpret_cast<std::uint16_t*>(at + a_at);
+  auto* rows = reinterpret_cast<float4*>(at + rows_at);
+  a.a = ops, a.rows = rows, a.base = base, a.ksteps = ksteps, a.out = p.out, a.bad = bad;
+  a.T = d.templates, a.C = d.channels, a.L = d.samples, a.windows = windows, a.n_corr = d.n_corr;
+  a.K = static_cast<int>(d.length), a.kp = static_cast<int>(kp);
+
+  mark(1);
+  window_stats_cuda(d, p.data, inv, mean, stream);
+  mark(2);
+  HS_CUDA_CHECK(cudaMemsetAsync(
+      ops, 0, static_cast<std::size_t>(gcs * tensor::kWgTemplates * kp * 2), stream));
+  tensor::network_templates_kernel<O>
+      <<<cuda::grid_blocks(gcs * tensor::kWgTemplates * 32, 128, 8), 128, 0, stream>>>(
+          p.templates, p.moveouts, p.weights, d.templates, d.channels, d.length, groups,
+          static_cast<int>(kp), full, base, ops, rows, bad);
+  HS_CHECK_LAUNCH();
+  mark(3);
+  auto* kernel = kernel_of<O>(full);
+  HS_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total));
+  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), tensor::kWgThreads,
+           static_cast<std::size_t>(lay.total), stream>>>(a);
+  HS_CHECK_LAUNCH();
+  std::optional<cuda::Event> done;
+  if (times != nullptr) done.emplace(), done->record(stream);
+
+  int* flag = static_cast<int*>(cuda::pinned_mailbox());
+  HS_CUDA_CHECK(cudaMemcpyAsync(flag, bad, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  HS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (*flag != 0)
+    throw NumericalError("matched filtering (tensor, wgmma): " + std::to_string(*flag) +
+                         " template channels or data tiles hold inf or NaN, or operands that are "
+                         "not finite in FP16/BF16 after power-of-two scaling (validation rejects "
+                         "non-finite input)");
+  if (times != nullptr) {
+    // Spans and window statistics count as window statistics; operands as preparation.
+    float spans_ms = 0;
+    HS_CUDA_CHECK(cudaEventElapsedTime(&spans_ms, marks[0]->get(), marks[1]->get()));
+    HS_CUDA_CHECK(cudaEventElapsedTime(&times->window_stats_ms, marks[1]->get(), marks[2]->get()));
+    times->window_stats_ms += spans_ms;
+    HS_CUDA_CHECK(cudaEventElapsedTime(&times->prepare_ms, marks[2]->get(), marks[3]->get()));
+    HS_CUDA_CHECK(cudaEventElapsedTime(&times->kernel_ms, marks[3]->get(), done->get()));
+    times->wgmma = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool network_wgmma_cuda(const DeviceProblem& problem, Precision precision,
+                        TensorPhaseTimes* times) {
+  switch (precision) {
+    case Precision::Mixed:
+      return run<Operand::Mixed>(problem, times);
+    case Precision::BF16:
+      return run<Operand::BF16>(problem, times);
+    default:
+      return false;  // split takes the other kernels (three products of hi / lo parts)
+  }
+}
+
+}  // namespace halfscope::mfilter

@@ -5,7 +5,6 @@
 // the shifted template operands, then one launch.
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "halfscope/core/cuda.hpp"
@@ -71,13 +70,8 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   auto* base = reinterpret_cast<std::int64_t*>(at0 + base_at);
   int* ksteps = reinterpret_cast<int*>(at0 + ks_at);
   HS_CUDA_CHECK(cudaMemsetAsync(kp_need, 0, 16, stream));
-  std::optional<cuda::Event> marks[4];
-  const auto mark = [&](int k) {
-    if (times == nullptr) return;
-    marks[k].emplace();
-    marks[k]->record(stream);
-  };
-  mark(0);
+  PhaseMarks marks(times, stream);  // window statistics: the spans and the window statistics
+  marks.mark(0);
   tensor::network_spans_kernel<<<cuda::grid_blocks(gcs, 128, 4), 128, 0, stream>>>(
       p.moveouts, p.weights, d.templates, d.channels, d.length, groups, base, ksteps, kp_need);
   HS_CHECK_LAUNCH();
@@ -111,9 +105,8 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   a.T = d.templates, a.C = d.channels, a.L = d.samples, a.windows = windows, a.n_corr = d.n_corr;
   a.K = static_cast<int>(d.length), a.kp = static_cast<int>(kp);
 
-  mark(1);
   window_stats_cuda(d, p.data, inv, mean, stream);
-  mark(2);
+  marks.mark(1);
   HS_CUDA_CHECK(cudaMemsetAsync(
       ops, 0, static_cast<std::size_t>(gcs * tensor::kWgTemplates * kp * 2), stream));
   tensor::network_templates_kernel<O>
@@ -121,34 +114,17 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
           p.templates, p.moveouts, p.weights, d.templates, d.channels, d.length, groups,
           static_cast<int>(kp), full, base, ops, rows, bad);
   HS_CHECK_LAUNCH();
-  mark(3);
+  marks.mark(2);
   auto* kernel = kernel_of<O>(full);
   HS_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total));
   kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), tensor::kWgThreads,
            static_cast<std::size_t>(lay.total), stream>>>(a);
   HS_CHECK_LAUNCH();
-  std::optional<cuda::Event> done;
-  if (times != nullptr) done.emplace(), done->record(stream);
-
-  int* flag = static_cast<int*>(cuda::pinned_mailbox());
-  HS_CUDA_CHECK(cudaMemcpyAsync(flag, bad, sizeof(int), cudaMemcpyDeviceToHost, stream));
-  HS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (*flag != 0)
-    throw NumericalError("matched filtering (tensor, wgmma): " + std::to_string(*flag) +
-                         " template channels or data tiles hold inf or NaN, or operands that are "
-                         "not finite in FP16/BF16 after power-of-two scaling (validation rejects "
-                         "non-finite input)");
-  if (times != nullptr) {
-    // Spans and window statistics count as window statistics; operands as preparation.
-    float spans_ms = 0;
-    HS_CUDA_CHECK(cudaEventElapsedTime(&spans_ms, marks[0]->get(), marks[1]->get()));
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->window_stats_ms, marks[1]->get(), marks[2]->get()));
-    times->window_stats_ms += spans_ms;
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->prepare_ms, marks[2]->get(), marks[3]->get()));
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->kernel_ms, marks[3]->get(), done->get()));
-    times->wgmma = true;
-  }
+  marks.mark(3);
+  throw_if_not_finite(bad, stream, "tensor, wgmma");
+  marks.read();
+  if (times != nullptr) times->wgmma = true;
   return true;
 }
 

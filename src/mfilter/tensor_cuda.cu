@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "halfscope/core/cuda.hpp"
@@ -170,12 +169,8 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   }
 
   // Phase events only when timing is asked for: the plain path creates none.
-  std::optional<cuda::Event> marks[4];
-  const auto mark = [&](int k) {
-    if (times == nullptr) return;
-    marks[k].emplace();
-    marks[k]->record(stream);
-  };
+  PhaseMarks marks(times, stream);
+  const auto mark = [&](int k) { marks.mark(k); };
   mark(0);
   window_stats_cuda(d, p.data, inv_norm, mean, stream);
 
@@ -224,22 +219,35 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   }
   mark(3);
 
+  throw_if_not_finite(bad, stream, "tensor");
+  marks.read();
+}
+
+}  // namespace
+
+void PhaseMarks::mark(int k) {
+  if (times_ == nullptr) return;
+  at_[k].emplace();
+  at_[k]->record(stream_);
+}
+
+void PhaseMarks::read() const {
+  if (times_ == nullptr) return;
+  HS_CUDA_CHECK(cudaEventElapsedTime(&times_->window_stats_ms, at_[0]->get(), at_[1]->get()));
+  HS_CUDA_CHECK(cudaEventElapsedTime(&times_->prepare_ms, at_[1]->get(), at_[2]->get()));
+  HS_CUDA_CHECK(cudaEventElapsedTime(&times_->kernel_ms, at_[2]->get(), at_[3]->get()));
+}
+
+void throw_if_not_finite(const int* bad, cudaStream_t stream, const std::string& kernel) {
   int* mailbox = static_cast<int*>(cuda::pinned_mailbox());
   HS_CUDA_CHECK(cudaMemcpyAsync(mailbox, bad, sizeof(int), cudaMemcpyDeviceToHost, stream));
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (*mailbox != 0)
-    throw NumericalError("matched filtering (tensor): " + std::to_string(*mailbox) +
+    throw NumericalError("matched filtering (" + kernel + "): " + std::to_string(*mailbox) +
                          " template channels or data segments hold inf or NaN, or operands that "
                          "are not finite in FP16/BF16 after power-of-two scaling (validation "
                          "rejects non-finite input)");
-  if (times != nullptr) {
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->window_stats_ms, marks[0]->get(), marks[1]->get()));
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->prepare_ms, marks[1]->get(), marks[2]->get()));
-    HS_CUDA_CHECK(cudaEventElapsedTime(&times->kernel_ms, marks[2]->get(), marks[3]->get()));
-  }
 }
-
-}  // namespace
 
 void tensor_cuda(const DeviceProblem& problem, Precision precision) {
   tensor_cuda_timed(problem, precision, nullptr);

@@ -2,9 +2,15 @@
 // (tensor_cuda of backends.hpp is this with no timing).
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "halfscope/config.hpp"
 #include "halfscope/core/precision.hpp"
 #include "mfilter/backends.hpp"
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#endif
 
 namespace halfscope::mfilter {
 
@@ -18,6 +24,25 @@ struct TensorPhaseTimes {
   float kernel_ms = 0;
   bool wgmma = false;  // the call ran the wgmma network kernel (network_sm90a.cu)
 };
+
+/// The phase boundaries of one call on its stream (events only when `times` is not null): mark(0)
+/// before the window statistics, mark(1) before the template preparation, mark(2) before the
+/// correlation kernel, mark(3) after it; read() fills `times` once the stream has passed mark(3).
+class PhaseMarks {
+ public:
+  PhaseMarks(TensorPhaseTimes* times, cudaStream_t stream) : times_(times), stream_(stream) {}
+  void mark(int k);
+  void read() const;
+
+ private:
+  TensorPhaseTimes* times_;
+  cudaStream_t stream_;
+  std::optional<cuda::Event> at_[4];
+};
+
+/// After the stream's work: throws NumericalError naming `kernel` when the device count of
+/// non-finite template channels, data tiles or operands `bad` is not 0.
+void throw_if_not_finite(const int* bad, cudaStream_t stream, const std::string& kernel);
 
 /// How the kernel cuts a block's 16 x 512 tile among its warps (kernels/tensor_tuning.hpp):
 /// Wide = 4 warps x 128 lags, Deep = 8 warps x 64 lags; the *Pairs variants stage the

@@ -450,9 +450,18 @@ void bench_case(const char* name, const Case& c, bool network, const std::vector
       nullptr};
   const double flop = 2.0 * static_cast<double>(c.T * c.C * c.K) * static_cast<double>(d.n_corr);
   const double bytes = 4.0 * static_cast<double>(n_out + c.C * c.L);
+  // HALFSCOPE_MF_TENSOR_BENCH_TILINGS: a comma-separated list of tiling names (default all).
+  const char* only = std::getenv("HALFSCOPE_MF_TENSOR_BENCH_TILINGS");
+  const auto wanted = [&](TensorTiling t) {
+    return only == nullptr ||
+           ("," + std::string(only) + ",").find("," + std::string(tiling_name(t)) + ",") !=
+               std::string::npos;
+  };
   for (Precision prec : ps)
     for (TensorTiling tiling : kTilings)
       for (bool direct : {true, false}) {
+        // The wgmma kernel has one epilogue: HALFSCOPE_MF_TENSOR_DIRECT does not apply.
+        if (!wanted(tiling) || (tiling == TensorTiling::Wgmma && !direct)) continue;
         const DirectStores env(direct);
         const double ms = median_ms([&] { tensor_cuda_timed(p, prec, nullptr, tiling); }, 10);
         std::vector<double> kernel;

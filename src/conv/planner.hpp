@@ -1,23 +1,14 @@
 // Internal: choosing and running a convolution method (the FFTW-style planner of method=auto).
 #pragma once
 
-#include <cstdlib>
-#include <string>
-
 #include "conv/geometry.hpp"
 #include "conv/separable.hpp"
+#include "core/env.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/precision.hpp"
 
 namespace halfscope::conv {
-
-/// Whether environment variable `name` is "0": the switches that turn a choice off for tests and
-/// benchmarks (HALFSCOPE_CONV_MEASURE, _STREAM, _ROLL); callers read each once.
-inline bool env_is_zero(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == "0";
-}
 
 // Heuristic thresholds (kernel width = max(krows, kcols)) used when Auto does not measure. The
 // study found FFT overtaking direct methods between widths 35 and 50 on a Titan V. CPU: on

@@ -54,16 +54,11 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   const std::int64_t windows = d.samples - d.length + 1, gcs = groups * d.channels;
 
   // Spans first: K' decides the shared memory, and a spread too long sends the call back.
-  const auto carve_of = [](std::int64_t& total, std::int64_t bytes) {
-    const std::int64_t at = total;
-    total += (bytes + 255) / 256 * 256;
-    return at;
-  };
-  std::int64_t span_bytes = 0;
-  const std::int64_t need_at = carve_of(span_bytes, 16);  // unsigned long long kp_need, int bad
-  const std::int64_t base_at = carve_of(span_bytes, gcs * 8);
-  const std::int64_t ks_at = carve_of(span_bytes, gcs * 4);
-  cuda::StreamScratch spans(span_bytes, stream);
+  cuda::ScratchCarve span_plan;
+  const std::int64_t need_at = span_plan.add(16);  // unsigned long long kp_need, int bad
+  const std::int64_t base_at = span_plan.add(gcs * 8);
+  const std::int64_t ks_at = span_plan.add(gcs * 4);
+  cuda::StreamScratch spans(span_plan.total(), stream);
   auto* at0 = spans.as<unsigned char>();
   auto* kp_need = reinterpret_cast<unsigned long long*>(at0 + need_at);
   int* bad = reinterpret_cast<int*>(at0 + need_at + 8);
@@ -88,12 +83,12 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   const tensor::WgLayout lay(static_cast<int>(kp), static_cast<int>(d.length), full, d.channels);
   if (lay.total > smem_limit) return false;
 
-  std::int64_t bytes = 0;
-  const std::int64_t inv_at = carve_of(bytes, d.channels * windows * 4);
-  const std::int64_t mean_at = carve_of(bytes, full ? d.channels * windows * 4 : 0);
-  const std::int64_t a_at = carve_of(bytes, gcs * tensor::kWgTemplates * kp * 2);
-  const std::int64_t rows_at = carve_of(bytes, gcs * tensor::kWgTemplates * 16);
-  cuda::StreamScratch scratch(bytes, stream);
+  cuda::ScratchCarve plan;
+  const std::int64_t inv_at = plan.add(d.channels * windows * 4);
+  const std::int64_t mean_at = plan.add(full ? d.channels * windows * 4 : 0);
+  const std::int64_t a_at = plan.add(gcs * tensor::kWgTemplates * kp * 2);
+  const std::int64_t rows_at = plan.add(gcs * tensor::kWgTemplates * 16);
+  cuda::StreamScratch scratch(plan.total(), stream);
   auto* at = scratch.as<unsigned char>();
   auto* inv = reinterpret_cast<float*>(at + inv_at);
   float* mean = full ? reinterpret_cast<float*>(at + mean_at) : nullptr;

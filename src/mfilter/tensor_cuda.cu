@@ -9,9 +9,9 @@
 // (mixed, bf16) or 136 us (split: three products).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
+#include "core/env.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
@@ -33,13 +33,6 @@ using tensor::Operand;
 TensorTiling default_tiling(Precision precision, bool network) {
   return precision != Precision::Split || network ? TensorTiling::WidePairs
                                                   : TensorTiling::DeepPairs;
-}
-
-/// Auto tries the wgmma network kernel unless HALFSCOPE_MF_TENSOR_WGMMA=0 (the benchmark's
-/// comparison with the other kernels on the same build).
-bool wgmma_enabled() {
-  const char* env = std::getenv("HALFSCOPE_MF_TENSOR_WGMMA");
-  return env == nullptr || std::string(env) != "0";
 }
 
 template <Operand O, class Tl, bool kNetwork>
@@ -90,8 +83,10 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
     throw Unsupported("matched filtering (tensor): step " + std::to_string(d.step) +
                       " exceeds the tensor method's limit of " + std::to_string(tensor::kMaxStep) +
                       " samples; use the naive method");
-  // The network stack goes to the wgmma kernel where it qualifies (it says so by returning).
-  if (tiling == TensorTiling::Wgmma || (tiling == TensorTiling::Auto && wgmma_enabled())) {
+  // The network stack goes to the wgmma kernel where it qualifies (it says so by returning);
+  // HALFSCOPE_MF_TENSOR_WGMMA=0 keeps Auto off it, for the benchmark's comparison on one build.
+  if (tiling == TensorTiling::Wgmma ||
+      (tiling == TensorTiling::Auto && !env_is_zero("HALFSCOPE_MF_TENSOR_WGMMA"))) {
     constexpr Precision precision = O == Operand::Split
                                         ? Precision::Split
                                         : (O == Operand::BF16 ? Precision::BF16 : Precision::Mixed);
@@ -118,8 +113,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   // Direct epilogues (stores from the accumulators, or the network stack added to from them) need
   // step 1 (one output per window start); the variable exists so the benchmark can measure the
   // staged path on the same build.
-  const char* direct_env = std::getenv("HALFSCOPE_MF_TENSOR_DIRECT");
-  a.direct = d.step == 1 && !(direct_env != nullptr && std::string(direct_env) == "0");
+  a.direct = d.step == 1 && !env_is_zero("HALFSCOPE_MF_TENSOR_DIRECT");
   a.segs = (d.samples + tensor::kSegment - 1) / tensor::kSegment;
   // Template fragments go through shared memory (prefetched per step) while two blocks still
   // fit on an SM; longer templates read them through L1.
@@ -138,20 +132,15 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   // One stream-ordered allocation carved into every scratch array (256-byte aligned), and one
   // memset for the two counters: each cudaMallocAsync / memset is host time spent before the
   // first kernel is queued, which the whole call pays.
-  std::int64_t scratch_bytes = 0;
-  const auto carve = [&](std::int64_t bytes) {
-    const std::int64_t at = scratch_bytes;
-    scratch_bytes += (bytes + 255) / 256 * 256;
-    return at;
-  };
-  const std::int64_t counters_at = carve(16);  // int bad at +0, unsigned long long spread at +8
-  const std::int64_t inv_at = carve(d.channels * windows * 4);
-  const std::int64_t mean_at = carve(full ? d.channels * windows * 4 : 0);
-  const std::int64_t row_factor_at = carve(d.channels * t_pad * 4);
-  const std::int64_t row_sum_at = carve(d.channels * t_pad * 4);
-  const std::int64_t frags_at = carve(d.channels * t_pad * a.chunks * 16 * parts * 2);
-  const std::int64_t seg_max_at = carve(d.channels * a.segs * 4);
-  cuda::StreamScratch scratch(scratch_bytes, stream);
+  cuda::ScratchCarve carve;
+  const std::int64_t counters_at = carve.add(16);  // int bad at +0, unsigned long long spread at +8
+  const std::int64_t inv_at = carve.add(d.channels * windows * 4);
+  const std::int64_t mean_at = carve.add(full ? d.channels * windows * 4 : 0);
+  const std::int64_t row_factor_at = carve.add(d.channels * t_pad * 4);
+  const std::int64_t row_sum_at = carve.add(d.channels * t_pad * 4);
+  const std::int64_t frags_at = carve.add(d.channels * t_pad * a.chunks * 16 * parts * 2);
+  const std::int64_t seg_max_at = carve.add(d.channels * a.segs * 4);
+  cuda::StreamScratch scratch(carve.total(), stream);
   const auto at = [&](std::int64_t offset) { return scratch.as<unsigned char>() + offset; };
   int* bad = reinterpret_cast<int*>(at(counters_at));
   auto* spread = reinterpret_cast<unsigned long long*>(at(counters_at + 8));

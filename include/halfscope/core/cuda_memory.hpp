@@ -20,6 +20,22 @@ namespace halfscope::cuda {
 void retain_pool_memory();
 inline constexpr std::uint64_t kPoolRetainedBytes = 512ull << 20;
 
+/// Byte offsets of several arrays in one StreamScratch, each 256-byte aligned: one allocation (and
+/// its host time) per call instead of one per array. add(bytes) returns the next array's offset;
+/// total() is the scratch to allocate.
+class ScratchCarve {
+ public:
+  std::int64_t add(std::int64_t bytes) {
+    const std::int64_t at = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  [[nodiscard]] std::int64_t total() const noexcept { return total_; }
+
+ private:
+  std::int64_t total_ = 0;
+};
+
 /// Device memory allocated and freed in stream order (cudaMallocAsync / cudaFreeAsync): cheap to
 /// take per call from the device's memory pool (which keeps up to kPoolRetainedBytes of freed
 /// memory mapped, retain_pool_memory), and safe to free while work is still queued, also when a

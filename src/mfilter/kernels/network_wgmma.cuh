@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "mfilter/kernels/tensor_operand.cuh"
+#include "mfilter/kernels/tensor_step.cuh"
 #include "mfilter/kernels/wgmma.cuh"
 
 namespace halfscope::mfilter::tensor {
@@ -102,15 +103,14 @@ __device__ inline WgSpan wg_span(const WgArgs& a, const WgLayout& lay, const WgM
   WgSpan s;
   s.start = t0 + meta.base[c];
   s.ksteps = meta.ksteps[c];
-  const std::int64_t need = kWgTimes + 16 * s.ksteps - 1;
+  // Inside the channel's samples (hence its windows) first, so the leads come from pointers
+  // into the arrays; they are read only when bulk.
+  if (s.start < 0 || s.start + kWgTimes + 16 * s.ksteps - 1 > a.L) return s;
   const std::int64_t xo = c * a.L + s.start, io = c * a.windows + s.start;
-  s.lead_x = static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.data) >> 2) + xo) & 3);
-  s.lead_i = static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.inv) >> 2) + io) & 3);
-  const bool same_lead =
-      a.mean == nullptr ||
-      static_cast<int>(((reinterpret_cast<std::uintptr_t>(a.mean) >> 2) + io) & 3) == s.lead_i;
-  s.bulk = s.start >= 0 && s.start + need <= a.L && xo - s.lead_x >= 0 &&
-           xo - s.lead_x + lay.x_floats <= a.C * a.L && io - s.lead_i >= 0 &&
+  s.lead_x = lead_of(a.data + xo);
+  s.lead_i = lead_of(a.inv + io);
+  const bool same_lead = a.mean == nullptr || lead_of(a.mean + io) == s.lead_i;
+  s.bulk = xo - s.lead_x >= 0 && xo - s.lead_x + lay.x_floats <= a.C * a.L && io - s.lead_i >= 0 &&
            io - s.lead_i + lay.i_floats <= a.C * a.windows && same_lead;
   return s;
 }

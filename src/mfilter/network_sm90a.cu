@@ -113,8 +113,8 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   auto* kernel = kernel_of<O>(full);
   HS_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total));
-  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(groups)), tensor::kWgThreads,
-           static_cast<std::size_t>(lay.total), stream>>>(a);
+  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(groups)),
+           2 * tensor::kWgThreads, static_cast<std::size_t>(lay.total), stream>>>(a);
   HS_CHECK_LAUNCH();
   marks.mark(3);
   throw_if_not_finite(bad, stream, "tensor, wgmma");

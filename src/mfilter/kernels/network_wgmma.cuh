@@ -1,7 +1,9 @@
 // The network stack on Hopper's wgmma (sm_90a; design and measurements: docs/mfilter-tensor.md,
-// "The wgmma network kernel"). A block of one warpgroup owns 64 templates (wgmma M) x 128
-// correlation times (wgmma N), walks the channels and keeps w * CC summed in registers, so the
-// stack is written once and per-channel CC never exists.
+// "The wgmma network kernel"). A block owns 64 templates (wgmma M) x 128 correlation times (wgmma
+// N), walks the channels and keeps w * CC summed in registers, so the stack is written once and
+// per-channel CC never exists. Its consumer warpgroup runs the products and the epilogue; its
+// producer warpgroup prepares the next channel (warp specialization, setmaxnreg moving registers
+// to the consumer), so the consumer's path per channel is a barrier wait, products, epilogue.
 //
 // Per channel c, with base = the group's smallest moveout on c (among templates of nonzero
 // weight) and shift_j = moveout_j - base, every template is stored shifted inside a longer row of
@@ -12,9 +14,8 @@
 // .. + 7], so both descriptor strides are one core matrix and B costs 16 bytes a sample. Epilogue
 // per (j, n): w CC = inv(u) (D f_j 2^-e - mean(u) rs_j) clamped to |w|, u = t0 + n + moveout_j,
 // f_j = w 2^-shift_j / |T_j| (rf) and rs_j = w (sum of the operand values) / |T_j| (full only).
-// Operands for the next active channel arrive by TMA bulk copies (one thread; an mbarrier per
-// buffer) while this one computes; spans that leave the data are filled by all threads, zero
-// outside it, so those windows add nothing (their inverse norm is 0).
+// Templates, inverse norms and means arrive by TMA bulk copies; spans that leave the data are
+// filled element by element, zero outside it, so those windows add nothing (inverse norm 0).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,11 @@ namespace halfscope::mfilter::tensor {
 
 inline constexpr int kWgTemplates = 64;  // templates per block (wgmma M)
 inline constexpr int kWgTimes = 128;     // correlation times per block (wgmma N)
-inline constexpr int kWgThreads = 128;   // one warpgroup
+inline constexpr int kWgThreads = 128;   // one warpgroup: a block has a consumer and a producer
+/// Registers per thread after the hand-over (setmaxnreg): two blocks of 256 threads fill the SM's
+/// 64K, and the consumer's two 64-float accumulators (the stack and the products) need most.
+inline constexpr int kWgConsumerRegisters = 216;
+inline constexpr int kWgProducerRegisters = 40;
 /// Nanoseconds half the blocks wait before their first channel: two blocks share an SM, and
 /// started together they tend to run their products, then their epilogues, at the same time;
 /// offset by about one channel's products they overlap better (H100, (b)/10: 21.84 -> 21.14 ms
@@ -50,38 +55,36 @@ struct WgArgs {
   int K = 0, kp = 0;  // template length; the longest K' (a multiple of 16)
 };
 
-/// Byte offsets of one block's dynamic shared memory (buffers [2] alternate between the channel
-/// computing and the one arriving).
+/// Byte offsets of one block's dynamic shared memory. Stages [2] alternate between the channel
+/// the consumer computes and the one the producer prepares.
 struct WgLayout {
-  int a_bytes = 0, x_floats = 0, i_floats = 0;
-  int a = 0, b = 0, x = 0, inv = 0, mean = 0, rows = 0, meta = 0, red = 0, bar = 0, total = 0;
+  int a_bytes = 0, b_bytes = 0, i_floats = 0;
+  int a = 0, b = 0, inv = 0, mean = 0, stage = 0, meta = 0, red = 0, bar = 0, total = 0;
   __host__ __device__ WgLayout(int kp, int K, bool full, std::int64_t C) {
     a_bytes = kWgTemplates * kp * 2;
-    x_floats = kWgTimes + kp + 4;                           // + 4: staged from a 16-byte boundary
-    i_floats = (kWgTimes + kp - K + 3) / 4 * 4 + 4;         // window starts n + shift
-    const int b_bytes = (kp / 8 + kWgTimes / 8 - 1) * 128;  // core matrices C[m]
+    b_bytes = (kp / 8 + kWgTimes / 8 - 1) * 128;     // core matrices C[m]
+    i_floats = (kWgTimes + kp - K + 3) / 4 * 4 + 4;  // window starts n + shift, + the lead
     a = 0;
     b = a + 2 * a_bytes;
-    x = b + b_bytes;
-    inv = x + 2 * x_floats * 4;
+    inv = b + 2 * b_bytes;
     mean = inv + 2 * i_floats * 4;
-    rows = mean + (full ? 2 * i_floats * 4 : 0);
-    meta = rows + 2 * kWgTemplates * 16;  // the block's group: base[C] (int64), ksteps[C]
+    stage = mean + (full ? 2 * i_floats * 4 : 0);  // per stage: {scale exponent, inverse-norm lead}
+    meta = stage + 16;                             // the block's group: base[C] (int64), ksteps[C]
     red = meta + static_cast<int>((C * 12 + 15) / 16 * 16);
-    bar = red + 16;
-    total = bar + 16;
+    bar = red + 16;  // full[2], empty[2]
+    total = bar + 32;
   }
 };
 
-/// Where channel c's span of group g and time tile t0 starts, and whether TMA can copy it: every
-/// sample a product reads inside the channel, the 16-byte-aligned copies inside the arrays.
+/// Where channel c's span of group g and time tile t0 starts, whether every sample the products
+/// read lies inside the channel, and whether TMA can copy its inverse norms (and means): the
+/// 16-byte-aligned copy inside the arrays, both with the same lead.
 struct WgSpan {
   std::int64_t start = 0;  // first sample (= first window start) of the span in channel c
-  int ksteps = 0, lead_x = 0, lead_i = 0;
-  bool bulk = false;
+  int ksteps = 0, lead_i = 0;
+  bool inside = false, bulk = false;
 };
-/// The block's group's spans, copied to shared memory once (wg_load_meta): every channel's
-/// set-up reads them there, off the global-memory latency between the channels' products.
+/// The block's group's spans, copied to shared memory once (wg_load_meta).
 struct WgMeta {
   const std::int64_t* base;
   const int* ksteps;
@@ -93,7 +96,7 @@ __device__ inline void wg_load_meta(const WgArgs& a, const WgLayout& lay, unsign
                                     std::int64_t g) {
   auto* base = reinterpret_cast<std::int64_t*>(sm + lay.meta);
   auto* ksteps = reinterpret_cast<int*>(sm + lay.meta + 8 * a.C);
-  for (std::int64_t c = threadIdx.x; c < a.C; c += kWgThreads) {
+  for (std::int64_t c = threadIdx.x; c < a.C; c += blockDim.x) {
     base[c] = a.base[g * a.C + c];
     ksteps[c] = a.ksteps[g * a.C + c];
   }
@@ -103,56 +106,15 @@ __device__ inline WgSpan wg_span(const WgArgs& a, const WgLayout& lay, const WgM
   WgSpan s;
   s.start = t0 + meta.base[c];
   s.ksteps = meta.ksteps[c];
-  // Inside the channel's samples (hence its windows) first, so the leads come from pointers
-  // into the arrays; they are read only when bulk.
-  if (s.start < 0 || s.start + kWgTimes + 16 * s.ksteps - 1 > a.L) return s;
-  const std::int64_t xo = c * a.L + s.start, io = c * a.windows + s.start;
-  s.lead_x = lead_of(a.data + xo);
+  s.inside = s.start >= 0 && s.start + kWgTimes + 16 * s.ksteps - 1 <= a.L;
+  // Inside the channel's samples (hence its windows) first, so the leads come from pointers into
+  // the arrays.
+  if (!s.inside) return s;
+  const std::int64_t io = c * a.windows + s.start;
   s.lead_i = lead_of(a.inv + io);
   const bool same_lead = a.mean == nullptr || lead_of(a.mean + io) == s.lead_i;
-  s.bulk = xo - s.lead_x >= 0 && xo - s.lead_x + lay.x_floats <= a.C * a.L && io - s.lead_i >= 0 &&
-           io - s.lead_i + lay.i_floats <= a.C * a.windows && same_lead;
+  s.bulk = io - s.lead_i >= 0 && io - s.lead_i + lay.i_floats <= a.C * a.windows && same_lead;
   return s;
-}
-
-/// Thread 0: channel c's operands into buffer b, completing on the buffer's mbarrier: the
-/// templates and row factors always, the data, inverse norms and means when the span allows.
-__device__ inline void wg_stage(const WgArgs& a, const WgLayout& lay, const WgMeta& meta,
-                                unsigned char* sm, std::int64_t g, std::int64_t c, int b,
-                                std::int64_t t0) {
-  const WgSpan s = wg_span(a, lay, meta, c, t0);
-  const std::int64_t gc = g * a.C + c;
-  auto* bar = reinterpret_cast<std::uint64_t*>(sm + lay.bar) + b;
-  const int data_bytes = s.bulk ? (lay.x_floats + lay.i_floats * (a.mean ? 2 : 1)) * 4 : 0;
-  wg::expect_bytes(bar, s.ksteps * 2048 + kWgTemplates * 16 + data_bytes);
-  wg::bulk_copy(sm + lay.a + b * lay.a_bytes, a.a + gc * kWgTemplates * a.kp, s.ksteps * 2048, bar);
-  wg::bulk_copy(sm + lay.rows + b * kWgTemplates * 16, a.rows + gc * kWgTemplates,
-                kWgTemplates * 16, bar);
-  if (!s.bulk) return;
-  const std::int64_t xo = c * a.L + s.start - s.lead_x, io = c * a.windows + s.start - s.lead_i;
-  wg::bulk_copy(sm + lay.x + b * lay.x_floats * 4, a.data + xo, lay.x_floats * 4, bar);
-  wg::bulk_copy(sm + lay.inv + b * lay.i_floats * 4, a.inv + io, lay.i_floats * 4, bar);
-  if (a.mean != nullptr)
-    wg::bulk_copy(sm + lay.mean + b * lay.i_floats * 4, a.mean + io, lay.i_floats * 4, bar);
-}
-
-/// All threads: a span TMA cannot copy, element by element from offset 0, zero outside the
-/// channel's samples and windows.
-__device__ inline void wg_fill(const WgArgs& a, const WgLayout& lay, unsigned char* sm,
-                               std::int64_t c, int b, const WgSpan& s) {
-  float* x = reinterpret_cast<float*>(sm + lay.x) + b * lay.x_floats;
-  float* iv = reinterpret_cast<float*>(sm + lay.inv) + b * lay.i_floats;
-  float* mn = reinterpret_cast<float*>(sm + lay.mean) + b * lay.i_floats;
-  for (int i = static_cast<int>(threadIdx.x); i < lay.x_floats; i += kWgThreads) {
-    const std::int64_t at = s.start + i;
-    x[i] = at >= 0 && at < a.L ? a.data[c * a.L + at] : 0.0f;
-  }
-  for (int i = static_cast<int>(threadIdx.x); i < lay.i_floats; i += kWgThreads) {
-    const std::int64_t at = s.start + i;
-    const bool in = at >= 0 && at < a.windows;
-    iv[i] = in ? a.inv[c * a.windows + at] : 0.0f;
-    if (a.mean != nullptr) mn[i] = in ? a.mean[c * a.windows + at] : 0.0f;
-  }
 }
 
 /// The next channel after c with a contributing template in the block's group (C when none).
@@ -162,94 +124,170 @@ __device__ inline std::int64_t wg_next(const WgArgs& a, const WgMeta& meta, std:
   return c;
 }
 
-/// grid (time tiles, groups of 64 templates), kWgThreads threads, WgLayout(kp, K, full, C) bytes.
+/// The producer warpgroup (thread ptid of 128): channel c's operands into stage s once the
+/// consumer has given the stage back (`empty` completes the phase of the given parity), then one
+/// arrival on the stage's `full` barrier (whose other arrival expects the TMA bytes). Templates,
+/// inverse norms and means by TMA bulk copies (those that cannot go so are filled element by
+/// element, zero outside the windows); B, the data's Hankel core matrices, from global memory at
+/// the power-of-two scale of the samples the products read. The scale is found before the wait:
+/// its loads' latency overlaps the consumer's previous channel.
+template <Operand O>
+__device__ void wg_produce(const WgArgs& a, const WgLayout& lay, const WgMeta& meta,
+                           unsigned char* sm, std::int64_t g, std::int64_t c, int s,
+                           std::int64_t t0, int ptid, int empty_parity) {
+  const WgSpan sp = wg_span(a, lay, meta, c, t0);
+  // Sample i of the span, zero outside the channel.
+  const float* xc = a.data + c * a.L;
+  const float* xs = sp.inside ? xc + sp.start : nullptr;
+  const auto sample = [&](int i) {
+    if (xs != nullptr) return __ldg(xs + i);
+    const std::int64_t at = sp.start + i;
+    return at >= 0 && at < a.L ? __ldg(xc + at) : 0.0f;
+  };
+  // B has `rows` rows; thread ptid builds rows r0 .. r0 + 3, r0 = 4 ptid (+ 512 per further
+  // pass), from samples r0 .. r0 + 10 loaded at once: one round trip to L2 per pass, where a row
+  // at a time paid one per row. The maximum is taken over the same loads (samples < need).
+  const int need = kWgTimes + 16 * sp.ksteps - 1, rows = need - 7;
+  float v[11];
+  const auto load = [&](int r0) {
+#pragma unroll
+    for (int u = 0; u < 11; ++u) v[u] = r0 + u < need ? sample(r0 + u) : 0.0f;
+  };
+  unsigned m = 0;
+  for (int r0 = 4 * ptid; r0 < rows; r0 += 4 * kWgThreads) {
+    load(r0);
+#pragma unroll
+    for (int u = 0; u < 11; ++u) m = max(m, __float_as_uint(v[u]) & 0x7fffffffu);
+  }
+  m = __reduce_max_sync(0xffffffffu, m);
+  auto* red = reinterpret_cast<unsigned*>(sm + lay.red);
+  if (ptid % 32 == 0) red[ptid / 32] = m;
+  wg::named_sync(1, kWgThreads);
+  m = max(max(red[0], red[1]), max(red[2], red[3]));
+  const int e = operand_shift<O>(__uint_as_float(m));
+
+  auto* bars = reinterpret_cast<std::uint64_t*>(sm + lay.bar);
+  wg::barrier_wait(bars + 2 + s, empty_parity);
+  float* iv = reinterpret_cast<float*>(sm + lay.inv) + s * lay.i_floats;
+  float* mn = reinterpret_cast<float*>(sm + lay.mean) + s * lay.i_floats;
+  if (ptid == 0) {
+    if (m >= 0x7f800000u) atomicAdd(a.bad, 1);
+    int* st = reinterpret_cast<int*>(sm + lay.stage) + 2 * s;
+    st[0] = e;
+    st[1] = sp.bulk ? sp.lead_i : 0;
+    const std::int64_t gc = g * a.C + c;
+    const int i_bytes = sp.bulk ? lay.i_floats * 4 * (a.mean != nullptr ? 2 : 1) : 0;
+    wg::expect_bytes(bars + s, sp.ksteps * 2048 + i_bytes);
+    wg::bulk_copy(sm + lay.a + s * lay.a_bytes, a.a + gc * kWgTemplates * a.kp, sp.ksteps * 2048,
+                  bars + s);
+    if (sp.bulk) {
+      const std::int64_t io = c * a.windows + sp.start - sp.lead_i;
+      wg::bulk_copy(iv, a.inv + io, lay.i_floats * 4, bars + s);
+      if (a.mean != nullptr) wg::bulk_copy(mn, a.mean + io, lay.i_floats * 4, bars + s);
+    }
+  }
+  if (!sp.bulk) {
+    for (int i = ptid; i < lay.i_floats; i += kWgThreads) {
+      const std::int64_t at = sp.start + i;
+      const bool in = at >= 0 && at < a.windows;
+      iv[i] = in ? a.inv[c * a.windows + at] : 0.0f;
+      if (a.mean != nullptr) mn[i] = in ? a.mean[c * a.windows + at] : 0.0f;
+    }
+  }
+  // B: row (m, kr) of core matrix C[m] = S[8 m + kr + i], i < 8, for the 2 ksteps + 15 core
+  // matrices the products read: rows r < 16 ksteps + 120 read samples r + i < need, exactly the
+  // samples the maximum was taken over. One pass (ksteps <= 24) keeps its samples in registers.
+  const Pow2Scale scale(e);
+  unsigned char* b = sm + lay.b + s * lay.b_bytes;
+  const auto build = [&](auto two) {
+    constexpr bool kTwo = decltype(two)::value;
+    for (int r0 = 4 * ptid; r0 < rows; r0 += 4 * kWgThreads) {
+      if (rows > 4 * kWgThreads) load(r0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (r0 + i >= rows) break;
+        float x[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) x[u] = scale.apply<kTwo>(v[i + u]);
+        *reinterpret_cast<uint4*>(b + 16 * (r0 + i)) =
+            uint4{pack_hi<O>(x[0], x[1]), pack_hi<O>(x[2], x[3]), pack_hi<O>(x[4], x[5]),
+                  pack_hi<O>(x[6], x[7])};
+      }
+    }
+  };
+  if (scale.f2 == 1.0f)
+    build(std::false_type{});
+  else
+    build(std::true_type{});
+  wg::proxy_fence();  // B's generic writes before the consumer's wgmma reads them
+  wg::named_sync(1, kWgThreads);
+  if (ptid == 0) wg::arrive(bars + s);
+}
+
+/// grid (time tiles, groups of 64 templates), 2 kWgThreads threads, WgLayout(kp, K, full, C)
+/// bytes. Warpgroup 0 consumes (products, epilogue, the stack in registers), warpgroup 1 produces
+/// (wg_produce) one channel ahead, so the consumer's path per channel is a barrier wait, its
+/// products and its epilogue; `empty` barriers give the stages back.
 template <Operand O, bool kFull>
-__global__ void __launch_bounds__(kWgThreads, 2) network_wgmma_kernel(const WgArgs a) {
+__global__ void __launch_bounds__(2 * kWgThreads, 2) network_wgmma_kernel(const WgArgs a) {
   extern __shared__ __align__(128) unsigned char sm[];
   const WgLayout lay(a.kp, a.K, kFull, a.C);
   const WgMeta meta(sm, lay, a.C);
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int g8 = lane / 4, q = lane % 4;
+  const int tid = static_cast<int>(threadIdx.x);
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kWgTimes, grp = blockIdx.y;
-  auto* bars = reinterpret_cast<std::uint64_t*>(sm + lay.bar);
-  float acc[kWgTimes / 2], d[kWgTimes / 2];
-#pragma unroll
-  for (int i = 0; i < kWgTimes / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+  auto* bars = reinterpret_cast<std::uint64_t*>(sm + lay.bar);  // full[2], empty[2]
   if (tid == 0) {
-    wg::barrier_init(bars);
-    wg::barrier_init(bars + 1);
+    wg::barrier_init(bars, 2);  // the producer's expect_tx arrival and its arrival after B
+    wg::barrier_init(bars + 1, 2);
+    wg::barrier_init(bars + 2, kWgThreads / 32);  // every consumer warp, after its epilogue
+    wg::barrier_init(bars + 3, kWgThreads / 32);
     wg::barrier_init_fence();
   }
   wg_load_meta(a, lay, sm, grp);
-  if ((blockIdx.x + blockIdx.y) & 1) __nanosleep(kWgStaggerNs);
   __syncthreads();
-  std::int64_t c = wg_next(a, meta, -1);
-  if (tid == 0 && c < a.C) wg_stage(a, lay, meta, sm, grp, c, 0, t0);
-  const std::uint64_t db0 = wg::descriptor(sm + lay.b, 128, 128);
-  for (int it = 0; c < a.C; ++it) {
-    const int b = it & 1;
-    const std::int64_t next = wg_next(a, meta, c);
-    __syncthreads();  // the previous channel's epilogue is done with buffer b ^ 1
-    if (tid == 0 && next < a.C) wg_stage(a, lay, meta, sm, grp, next, b ^ 1, t0);
-    const WgSpan s = wg_span(a, lay, meta, c, t0);
-    const int lx = s.bulk ? s.lead_x : 0, li = s.bulk ? s.lead_i : 0;
-    if (!s.bulk) {
-      wg_fill(a, lay, sm, c, b, s);
-      __syncthreads();
+  if (tid >= kWgThreads) {
+    wg::lower_registers<kWgProducerRegisters>();
+    int it = 0;
+    for (std::int64_t c = wg_next(a, meta, -1); c < a.C; c = wg_next(a, meta, c), ++it) {
+      // A stage is free once the consumer is done with its previous channel (a fresh barrier
+      // counts as free: the wait on parity 1 passes).
+      wg_produce<O>(a, lay, meta, sm, grp, c, it & 1, t0, tid - kWgThreads, ((it >> 1) & 1) ^ 1);
     }
-    wg::barrier_wait(bars + b, (it >> 1) & 1);
-    // The data tile's power-of-two scale, from the samples the products read.
-    const float* xs = reinterpret_cast<const float*>(sm + lay.x) + b * lay.x_floats + lx;
-    const int need = kWgTimes + 16 * s.ksteps - 1;
-    unsigned m = 0;
-    for (int i = tid; i < need; i += kWgThreads) m = max(m, __float_as_uint(xs[i]) & 0x7fffffffu);
-    m = __reduce_max_sync(0xffffffffu, m);
-    auto* red = reinterpret_cast<unsigned*>(sm + lay.red);
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = max(max(red[0], red[1]), max(red[2], red[3]));
-    if (tid == 0 && m >= 0x7f800000u) atomicAdd(a.bad, 1);
-    const int e = operand_shift<O>(__uint_as_float(m));
-    const Pow2Scale scale(e);
-    // B: row (m, kr) of core matrix C[m] = S[8 m + kr + i], i < 8, for the 2 ksteps + 15 core
-    // matrices the products read: rows r < 16 ksteps + 120 read samples r + i < need, exactly
-    // the samples the maximum was taken over.
-    const auto build = [&](auto two) {
-      constexpr bool kTwo = decltype(two)::value;
-      for (int r = tid; r < 16 * s.ksteps + kWgTimes - 8; r += kWgThreads) {
-        const float* x = xs + r;
-        const uint4 w{pack_hi<O>(scale.apply<kTwo>(x[0]), scale.apply<kTwo>(x[1])),
-                      pack_hi<O>(scale.apply<kTwo>(x[2]), scale.apply<kTwo>(x[3])),
-                      pack_hi<O>(scale.apply<kTwo>(x[4]), scale.apply<kTwo>(x[5])),
-                      pack_hi<O>(scale.apply<kTwo>(x[6]), scale.apply<kTwo>(x[7]))};
-        *reinterpret_cast<uint4*>(sm + lay.b + 16 * r) = w;
-      }
-    };
-    if (scale.f2 == 1.0f)
-      build(std::false_type{});
-    else
-      build(std::true_type{});
-    wg::proxy_fence();
-    __syncthreads();
-    const std::uint64_t da0 = wg::descriptor(sm + lay.a + b * lay.a_bytes, 1024, 128);
+    return;
+  }
+  wg::raise_registers<kWgConsumerRegisters>();
+  const int warp = tid / 32, lane = tid % 32, g8 = lane / 4, q = lane % 4;
+  const int j0 = 16 * warp + g8;  // this thread's rows j0, j0 + 8 and columns n = 8 t + 2 q, + 1
+  float acc[kWgTimes / 2], d[kWgTimes / 2];
+#pragma unroll
+  for (int i = 0; i < kWgTimes / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
+  if ((blockIdx.x + blockIdx.y) & 1) __nanosleep(kWgStaggerNs);
+  int it = 0;
+  for (std::int64_t c = wg_next(a, meta, -1); c < a.C; c = wg_next(a, meta, c), ++it) {
+    const int s = it & 1;
+    const float4* rows = a.rows + (grp * a.C + c) * kWgTemplates;
+    const float4 r0 = __ldg(rows + j0), r1 = __ldg(rows + j0 + 8);
+    wg::barrier_wait(bars + s, (it >> 1) & 1);
+    const std::uint64_t da0 = wg::descriptor(sm + lay.a + s * lay.a_bytes, 1024, 128);
+    const std::uint64_t db0 = wg::descriptor(sm + lay.b + s * lay.b_bytes, 128, 128);
+    const int ksteps = meta.ksteps[c];
     wg::touch(d);
     wg::fence();
     wg::mma_m64n128k16_tb<O>(d, da0, db0, 0);
     // k-step k: A's slice at 2048 k bytes, B's core matrices from C[2 k] (256 k bytes).
-    for (int k = 1; k < s.ksteps; ++k)
+    for (int k = 1; k < ksteps; ++k)
       wg::mma_m64n128k16_tb<O>(d, da0 + (2048 * k >> 4), db0 + (256 * k >> 4), 1);
     wg::commit();
     wg::wait_all();
     wg::touch(d);
-    // Epilogue: this thread's rows j0, j0 + 8 and columns n = 8 t + 2 q, + 1.
-    const int j0 = 16 * warp + g8;
-    const float4* rows = reinterpret_cast<const float4*>(sm + lay.rows) + b * kWgTemplates;
-    const float4 r0 = rows[j0], r1 = rows[j0 + 8];
+    // Epilogue.
+    const int* st = reinterpret_cast<const int*>(sm + lay.stage) + 2 * s;
+    const int e = st[0], li = st[1];
     const float unscale = pow2_or_zero(-e);
     const float f0 = times_pow2(r0.x, unscale, -e), f1 = times_pow2(r1.x, unscale, -e);
     const int sh0 = __float_as_int(r0.w), sh1 = __float_as_int(r1.w);
-    const float* iv = reinterpret_cast<const float*>(sm + lay.inv) + b * lay.i_floats + li + 2 * q;
-    const float* mv = reinterpret_cast<const float*>(sm + lay.mean) + b * lay.i_floats + li + 2 * q;
+    const float* iv = reinterpret_cast<const float*>(sm + lay.inv) + s * lay.i_floats + li + 2 * q;
+    const float* mv = reinterpret_cast<const float*>(sm + lay.mean) + s * lay.i_floats + li + 2 * q;
     const auto add = [](float& to, float v, float lim) { to += fminf(fmaxf(v, -lim), lim); };
 #pragma unroll
     for (int t = 0; t < kWgTimes / 8; ++t) {
@@ -265,11 +303,12 @@ __global__ void __launch_bounds__(kWgThreads, 2) network_wgmma_kernel(const WgAr
       add(acc[4 * t + 2], v10 * iv[n1], r1.y);
       add(acc[4 * t + 3], v11 * iv[n1 + 1], r1.y);
     }
-    c = next;
+    __syncwarp();
+    if (lane == 0) wg::arrive(bars + 2 + s);
   }
   // The stack: rows below T, columns below n_corr (pairs where aligned).
   for (int h = 0; h < 2; ++h) {
-    const std::int64_t j = grp * kWgTemplates + 16 * warp + g8 + 8 * h;
+    const std::int64_t j = grp * kWgTemplates + j0 + 8 * h;
     if (j >= a.T) continue;
     float* row = a.out + j * a.n_corr;
 #pragma unroll

@@ -95,8 +95,28 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes,
       "l"(src), "r"(bytes), "r"(shared_address(bar))
       : "memory");
 }
-__device__ __forceinline__ void barrier_init(std::uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(bar)));
+/// An mbarrier whose phases complete after `count` arrivals (and the bytes they expect).
+__device__ __forceinline__ void barrier_init(std::uint64_t* bar, unsigned count = 1) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count));
+}
+/// One arrival on `bar` (release: this thread's earlier shared-memory writes are visible to the
+/// threads its phase's completion lets go).
+__device__ __forceinline__ void arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
+}
+/// Named barrier `id` (1..15) among `threads` threads (a multiple of 32) of the block.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/// Moves this warpgroup's registers per thread to N (a multiple of 8 in 24..256): producers give
+/// theirs back so the consumer warpgroup can hold its accumulators.
+template <int N>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 /// Makes the barriers' initialization visible to the asynchronous (TMA) proxy.
 __device__ __forceinline__ void barrier_init_fence() {

@@ -81,6 +81,7 @@ struct DeviceProblem {
   cudaStream_t stream = nullptr;
   std::int64_t tile_spread_floor = 0;  // Prepared::tile_spread_floor
   bool template_group = false;         // Prepared::template_group
+  bool wgmma_aligned = false;          // Prepared::wgmma_aligned
 };
 
 /// Inverse window norms for every window start s in [0, L - K] of every channel:

@@ -41,6 +41,12 @@ std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t 
   return ranges;
 }
 
+std::int64_t group_granule(const Prepared& p) {
+  const bool wgmma = p.method == MfMethod::Tensor && p.dims.network_sum && p.dims.step == 1 &&
+                     (p.precision == Precision::Mixed || p.precision == Precision::BF16);
+  return wgmma ? kWgmmaGroupGranule : kGroupGranule;
+}
+
 // The tensor kernel's moveout_spread_kernel over the whole call: it shortens its tiles of
 // correlation times by this, which moves where each block stages and scales its data.
 std::int64_t tile_moveout_spread(const Prepared& p) {
@@ -97,6 +103,7 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
   Prepared g = p;
   g.tile_spread_floor = spread;
   g.template_group = true;
+  g.wgmma_aligned = begin % kWgmmaGroupGranule == 0 && group_granule(p) == kWgmmaGroupGranule;
   g.chunk_moveout_range = moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;
@@ -144,7 +151,7 @@ void on_threads(std::size_t n, const std::vector<int>& devices, Fn fn) {
 // order, so an error on one device never leaves the others running or the call hanging.
 template <class Work>
 void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
-  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
+  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), group_granule(p));
   const std::int64_t spread = std::max(p.tile_spread_floor, tile_moveout_spread(p));
   const auto moveout_range = contributing_moveout_range(p);
   on_threads(ranges.size(), devices, [&](std::size_t g) {
@@ -165,7 +172,7 @@ class ResidentData {
  public:
   ResidentData(const Prepared& p, const std::vector<int>& devices, bool whole_stack) {
     if (p.data_on_device || p.data.dtype() != DType::f32) return;
-    const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), kGroupGranule);
+    const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), group_granule(p));
     const std::int64_t rows_per_template = p.dims.network_sum ? 1 : p.dims.channels;
     // A chunked search holds two chunks' stacks (one, when the row fits one chunk).
     const std::int64_t n_corr =

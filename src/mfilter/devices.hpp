@@ -18,6 +18,14 @@ namespace halfscope::mfilter {
 /// from the tile's smallest moveout, so groups aligned to 16 give every tile the templates, hence
 /// the staged samples and their FP16 scaling, that it has in a one-device call.
 inline constexpr std::int64_t kGroupGranule = 16;
+/// The wgmma network kernel's templates per block (kernels/network_wgmma.cuh, kWgTemplates): its
+/// moveout spans, shifts and data scales are per group of 64 templates.
+inline constexpr std::int64_t kWgmmaGroupGranule = 64;
+
+/// The granule of a call's template groups over devices: kWgmmaGroupGranule where the call may
+/// run the wgmma network kernel (tensor method, network stack, step 1, mixed or bf16), so every
+/// group computes the whole call's rows with it; kGroupGranule otherwise.
+std::int64_t group_granule(const Prepared& p);
 
 /// [begin, end) template ranges for `parts` groups: contiguous, in order, covering 0..templates,
 /// each a multiple of `granule` templates but the last (which ends at `templates`), the counts of

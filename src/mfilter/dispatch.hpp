@@ -50,8 +50,11 @@ struct Prepared {
   std::optional<std::pair<std::int64_t, std::int64_t>> chunk_moveout_range;
   /// A template group of a call spread over devices or MPI ranks: its rows must equal the whole
   /// call's bit for bit, so the tensor method keeps the 16-template tiles the groups are aligned
-  /// to (not the wgmma kernel's 64-template tiles).
+  /// to, and runs the wgmma kernel (64-template tiles) only where wgmma_aligned.
   bool template_group = false;
+  /// A template group that starts at a multiple of 64 templates of the whole call, as all of that
+  /// call's groups do (devices.cpp: group_granule): the wgmma kernel's tiles are the whole call's.
+  bool wgmma_aligned = false;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).

@@ -46,8 +46,10 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   const Dims& d = p.dims;
   const bool full = d.normalize == MfNormalize::Full;
   const std::int64_t groups = (d.templates + tensor::kWgTemplates - 1) / tensor::kWgTemplates;
-  const std::int64_t tiles = (d.n_corr + tensor::kWgTimes - 1) / tensor::kWgTimes;
-  if (!d.network_sum || d.step != 1 || p.template_group || groups > 65535 ||
+  const std::int64_t tiles = (d.n_corr + tensor::kWgBlockTimes - 1) / tensor::kWgBlockTimes;
+  // A template group of a call over several devices computes the whole call's rows only when the
+  // groups are aligned to this kernel's 64 templates (Prepared::wgmma_aligned).
+  if (!d.network_sum || d.step != 1 || (p.template_group && !p.wgmma_aligned) || groups > 65535 ||
       tiles > std::int64_t{0x7fffffff} || !device_runs_sm90a<O>(full))
     return false;
   cudaStream_t stream = p.stream;
@@ -114,7 +116,7 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   HS_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.total));
   kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(groups)),
-           2 * tensor::kWgThreads, static_cast<std::size_t>(lay.total), stream>>>(a);
+           tensor::kWgBlockThreads, static_cast<std::size_t>(lay.total), stream>>>(a);
   HS_CHECK_LAUNCH();
   marks.mark(3);
   throw_if_not_finite(bad, stream, "tensor, wgmma");

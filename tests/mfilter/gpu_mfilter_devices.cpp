@@ -48,8 +48,8 @@ bool bitwise_equal(const Array& a, const Array& b) {
 /// 40 templates (groups of 16, 16, 8 or 32, 8: unequal, aligned to the tensor kernel's tiles)
 /// over data whose amplitude jumps by powers of two every 64 samples (so the FP16 staging scale
 /// of the tensor kernel's tiles varies along the data), with moveouts and weights.
-mftest::Case varied_case(std::uint64_t seed) {
-  mftest::Case c = mftest::random_case(40, 3, 48, 6000, seed);
+mftest::Case varied_case(std::uint64_t seed, std::int64_t templates = 40) {
+  mftest::Case c = mftest::random_case(templates, 3, 48, 6000, seed);
   mftest::randomize_network(c, -20, 60, seed + 1);
   std::mt19937_64 rng(seed + 2);
   std::uniform_int_distribution<int> e(-6, 6);
@@ -197,6 +197,39 @@ TEST(MfilterDevicesGpu, DetectionsEqualOneListedDevice) {
       EXPECT_EQ(one[i].correlation_index, many[i].correlation_index) << per;
       EXPECT_EQ(one[i].value, many[i].value) << per;
       EXPECT_EQ(one[i].channels_used, many[i].channels_used) << per;
+    }
+  }
+}
+
+// The mixed / bf16 network stack at step 1 runs the wgmma kernel on compute capability 9.0, whose
+// moveout spans and data scales are per 64 templates: such calls split their templates over
+// devices in multiples of 64, so each group runs that kernel on the whole call's groups. 150
+// templates: groups of 128 and 22 on two devices, one of 150 on one; on compute capability 9.0
+// both equal the call without devices (the kernel over all 150) bit for bit.
+TEST(MfilterDevicesGpu, WgmmaGroupsEqualOneListedDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const mftest::Case c = varied_case(61, 150);
+  const Array t = mftest::to_array(c.templates, {c.T, c.C, c.K});
+  const Array x = mftest::to_array(c.data, {c.C, c.L});
+  cudaDeviceProp prop{};
+  HS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const bool sm90 = prop.major == 9 && prop.minor == 0;
+  for (const Precision precision : {Precision::Mixed, Precision::BF16}) {
+    MfOptions o;
+    o.device = DeviceKind::Cuda;
+    o.method = MfMethod::Tensor;
+    o.precision = precision;
+    o.network_sum = true;
+    const Array none = matched_filter(t, x, o, mftest::network_of(c));
+    o.devices = {0};
+    const Array one = matched_filter(t, x, o, mftest::network_of(c));
+    o.devices = all_devices();
+    const Array many = matched_filter(t, x, o, mftest::network_of(c));
+    const std::string what(precision_name(precision));
+    EXPECT_TRUE(bitwise_equal(one, many)) << what;
+    EXPECT_LE(worst_difference(one, none), pair_bound(c, o)) << what;
+    if (sm90) {
+      EXPECT_TRUE(bitwise_equal(none, many)) << what << ": the wgmma kernel in every group";
     }
   }
 }

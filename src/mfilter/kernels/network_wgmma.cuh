@@ -1,9 +1,10 @@
 // The network stack on Hopper's wgmma (sm_90a; design and measurements: docs/mfilter-tensor.md,
-// "The wgmma network kernel"). A block owns 64 templates (wgmma M) x 128 correlation times (wgmma
-// N), walks the channels and keeps w * CC summed in registers, so the stack is written once and
-// per-channel CC never exists. Its consumer warpgroup runs the products and the epilogue; its
-// producer warpgroup prepares the next channel (warp specialization, setmaxnreg moving registers
-// to the consumer), so the consumer's path per channel is a barrier wait, products, epilogue.
+// "The wgmma network kernel"). A consumer warpgroup owns 64 templates (wgmma M) x 128 correlation
+// times (wgmma N), walks the channels and keeps w * CC summed in registers, so the stack is written
+// once and per-channel CC never exists. A block has two consumers on neighbouring time tiles,
+// which share the template operands, and a producer warpgroup that prepares the next channel
+// (warp specialization, setmaxnreg moving registers to the consumers), so a consumer's path per
+// channel is a barrier wait, its products and its epilogue.
 //
 // Per channel c, with base = the group's smallest moveout on c (among templates of nonzero
 // weight) and shift_j = moveout_j - base, every template is stored shifted inside a longer row of
@@ -27,18 +28,23 @@
 
 namespace halfscope::mfilter::tensor {
 
-inline constexpr int kWgTemplates = 64;  // templates per block (wgmma M)
-inline constexpr int kWgTimes = 128;     // correlation times per block (wgmma N)
-inline constexpr int kWgThreads = 128;   // one warpgroup: a block has a consumer and a producer
+inline constexpr int kWgTemplates = 64;  // templates per block and consumer (wgmma M)
+inline constexpr int kWgTimes = 128;     // correlation times per consumer (wgmma N)
+inline constexpr int kWgThreads = 128;   // one warpgroup
 /// Registers per thread after the hand-over (setmaxnreg): two blocks of 256 threads fill the SM's
 /// 64K, and the consumer's two 64-float accumulators (the stack and the products) need most.
+/// A block: two consumer warpgroups on neighbouring time tiles of one template group (sharing its
+/// template stage: half the copies from L2 of one consumer per block) and one producer.
+inline constexpr int kWgConsumers = 2;
+inline constexpr int kWgBlockTimes = kWgConsumers * kWgTimes;
+inline constexpr int kWgBlockThreads = (kWgConsumers + 1) * kWgThreads;
+/// Registers per thread after the hand-over (setmaxnreg; 384 threads start at 168 each): the
+/// consumers' two 64-float accumulators (the stack and the products) need most.
 inline constexpr int kWgConsumerRegisters = 216;
-inline constexpr int kWgProducerRegisters = 40;
-/// Nanoseconds half the blocks wait before their first channel: two blocks share an SM, and
-/// started together they tend to run their products, then their epilogues, at the same time;
-/// offset by about one channel's products they overlap better (H100, (b)/10: 21.84 -> 21.14 ms
-/// with 1500 or 3000 ns, 21.34 ms with 6000).
-inline constexpr unsigned kWgStaggerNs = 3000;
+inline constexpr int kWgProducerRegisters = 72;
+/// B rows the producer builds per thread and pass (256 + 16 ksteps - 8 rows: one pass up to
+/// ksteps = 24).
+inline constexpr int kWgRowsPerThread = 5;
 
 /// Everything the network kernel reads. Per (group, channel) gc = g * C + c.
 struct WgArgs {
@@ -62,8 +68,8 @@ struct WgLayout {
   int a = 0, b = 0, inv = 0, mean = 0, stage = 0, meta = 0, red = 0, bar = 0, total = 0;
   __host__ __device__ WgLayout(int kp, int K, bool full, std::int64_t C) {
     a_bytes = kWgTemplates * kp * 2;
-    b_bytes = (kp / 8 + kWgTimes / 8 - 1) * 128;     // core matrices C[m]
-    i_floats = (kWgTimes + kp - K + 3) / 4 * 4 + 4;  // window starts n + shift, + the lead
+    b_bytes = (kp / 8 + kWgBlockTimes / 8 - 1) * 128;     // core matrices C[m]
+    i_floats = (kWgBlockTimes + kp - K + 3) / 4 * 4 + 4;  // window starts n + shift, + the lead
     a = 0;
     b = a + 2 * a_bytes;
     inv = b + 2 * b_bytes;
@@ -106,7 +112,7 @@ __device__ inline WgSpan wg_span(const WgArgs& a, const WgLayout& lay, const WgM
   WgSpan s;
   s.start = t0 + meta.base[c];
   s.ksteps = meta.ksteps[c];
-  s.inside = s.start >= 0 && s.start + kWgTimes + 16 * s.ksteps - 1 <= a.L;
+  s.inside = s.start >= 0 && s.start + kWgBlockTimes + 16 * s.ksteps - 1 <= a.L;
   // Inside the channel's samples (hence its windows) first, so the leads come from pointers into
   // the arrays.
   if (!s.inside) return s;
@@ -144,20 +150,21 @@ __device__ void wg_produce(const WgArgs& a, const WgLayout& lay, const WgMeta& m
     const std::int64_t at = sp.start + i;
     return at >= 0 && at < a.L ? __ldg(xc + at) : 0.0f;
   };
-  // B has `rows` rows; thread ptid builds rows r0 .. r0 + 3, r0 = 4 ptid (+ 512 per further
-  // pass), from samples r0 .. r0 + 10 loaded at once: one round trip to L2 per pass, where a row
-  // at a time paid one per row. The maximum is taken over the same loads (samples < need).
-  const int need = kWgTimes + 16 * sp.ksteps - 1, rows = need - 7;
-  float v[11];
+  // B has `rows` rows; thread ptid builds rows r0 .. r0 + R - 1, r0 = R ptid (+ 128 R per further
+  // pass), from samples r0 .. r0 + R + 6 loaded at once: one round trip to L2 per pass, where a
+  // row at a time paid one per row. The maximum is taken over the same loads (samples < need).
+  constexpr int R = kWgRowsPerThread;
+  const int need = kWgBlockTimes + 16 * sp.ksteps - 1, rows = need - 7;
+  float v[R + 7];
   const auto load = [&](int r0) {
 #pragma unroll
-    for (int u = 0; u < 11; ++u) v[u] = r0 + u < need ? sample(r0 + u) : 0.0f;
+    for (int u = 0; u < R + 7; ++u) v[u] = r0 + u < need ? sample(r0 + u) : 0.0f;
   };
   unsigned m = 0;
-  for (int r0 = 4 * ptid; r0 < rows; r0 += 4 * kWgThreads) {
+  for (int r0 = R * ptid; r0 < rows; r0 += R * kWgThreads) {
     load(r0);
 #pragma unroll
-    for (int u = 0; u < 11; ++u) m = max(m, __float_as_uint(v[u]) & 0x7fffffffu);
+    for (int u = 0; u < R + 7; ++u) m = max(m, __float_as_uint(v[u]) & 0x7fffffffu);
   }
   m = __reduce_max_sync(0xffffffffu, m);
   auto* red = reinterpret_cast<unsigned*>(sm + lay.red);
@@ -194,17 +201,18 @@ __device__ void wg_produce(const WgArgs& a, const WgLayout& lay, const WgMeta& m
       if (a.mean != nullptr) mn[i] = in ? a.mean[c * a.windows + at] : 0.0f;
     }
   }
-  // B: row (m, kr) of core matrix C[m] = S[8 m + kr + i], i < 8, for the 2 ksteps + 15 core
-  // matrices the products read: rows r < 16 ksteps + 120 read samples r + i < need, exactly the
-  // samples the maximum was taken over. One pass (ksteps <= 24) keeps its samples in registers.
+  // B: row (m, kr) of core matrix C[m] = S[8 m + kr + i], i < 8, for the 2 ksteps + 31 core
+  // matrices the two consumers' products read: rows r < 16 ksteps + 248 read samples r + i <
+  // need, exactly the samples the maximum was taken over. One pass (ksteps <= 24) keeps its
+  // samples in registers.
   const Pow2Scale scale(e);
   unsigned char* b = sm + lay.b + s * lay.b_bytes;
   const auto build = [&](auto two) {
     constexpr bool kTwo = decltype(two)::value;
-    for (int r0 = 4 * ptid; r0 < rows; r0 += 4 * kWgThreads) {
-      if (rows > 4 * kWgThreads) load(r0);
+    for (int r0 = R * ptid; r0 < rows; r0 += R * kWgThreads) {
+      if (rows > R * kWgThreads) load(r0);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < R; ++i) {
         if (r0 + i >= rows) break;
         float x[8];
 #pragma unroll
@@ -224,44 +232,48 @@ __device__ void wg_produce(const WgArgs& a, const WgLayout& lay, const WgMeta& m
   if (ptid == 0) wg::arrive(bars + s);
 }
 
-/// grid (time tiles, groups of 64 templates), 2 kWgThreads threads, WgLayout(kp, K, full, C)
-/// bytes. Warpgroup 0 consumes (products, epilogue, the stack in registers), warpgroup 1 produces
-/// (wg_produce) one channel ahead, so the consumer's path per channel is a barrier wait, its
-/// products and its epilogue; `empty` barriers give the stages back.
+/// grid (tiles of kWgBlockTimes correlation times, groups of 64 templates), kWgBlockThreads
+/// threads, WgLayout(kp, K, full, C) bytes. Warpgroups 0 and 1 consume (products, epilogue, the
+/// stack in registers) times [T0, T0 + 128) and [T0 + 128, T0 + 256); warpgroup 2 produces
+/// (wg_produce) one channel ahead, so a consumer's path per channel is a barrier wait, its
+/// products and its epilogue; `empty` barriers (one arrival per consumer warp) give the stages
+/// back.
 template <Operand O, bool kFull>
-__global__ void __launch_bounds__(2 * kWgThreads, 2) network_wgmma_kernel(const WgArgs a) {
+__global__ void __launch_bounds__(kWgBlockThreads, 1) network_wgmma_kernel(const WgArgs a) {
   extern __shared__ __align__(128) unsigned char sm[];
   const WgLayout lay(a.kp, a.K, kFull, a.C);
   const WgMeta meta(sm, lay, a.C);
   const int tid = static_cast<int>(threadIdx.x);
-  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kWgTimes, grp = blockIdx.y;
+  const std::int64_t T0 = static_cast<std::int64_t>(blockIdx.x) * kWgBlockTimes, grp = blockIdx.y;
   auto* bars = reinterpret_cast<std::uint64_t*>(sm + lay.bar);  // full[2], empty[2]
   if (tid == 0) {
     wg::barrier_init(bars, 2);  // the producer's expect_tx arrival and its arrival after B
     wg::barrier_init(bars + 1, 2);
-    wg::barrier_init(bars + 2, kWgThreads / 32);  // every consumer warp, after its epilogue
-    wg::barrier_init(bars + 3, kWgThreads / 32);
+    wg::barrier_init(bars + 2, kWgConsumers * kWgThreads / 32);  // every consumer warp
+    wg::barrier_init(bars + 3, kWgConsumers * kWgThreads / 32);
     wg::barrier_init_fence();
   }
   wg_load_meta(a, lay, sm, grp);
   __syncthreads();
-  if (tid >= kWgThreads) {
+  if (tid >= kWgConsumers * kWgThreads) {
     wg::lower_registers<kWgProducerRegisters>();
     int it = 0;
     for (std::int64_t c = wg_next(a, meta, -1); c < a.C; c = wg_next(a, meta, c), ++it) {
       // A stage is free once the consumer is done with its previous channel (a fresh barrier
       // counts as free: the wait on parity 1 passes).
-      wg_produce<O>(a, lay, meta, sm, grp, c, it & 1, t0, tid - kWgThreads, ((it >> 1) & 1) ^ 1);
+      wg_produce<O>(a, lay, meta, sm, grp, c, it & 1, T0, tid - kWgConsumers * kWgThreads,
+                    ((it >> 1) & 1) ^ 1);
     }
     return;
   }
   wg::raise_registers<kWgConsumerRegisters>();
-  const int warp = tid / 32, lane = tid % 32, g8 = lane / 4, q = lane % 4;
+  const int w = tid / kWgThreads, warp = tid % kWgThreads / 32, lane = tid % 32, g8 = lane / 4,
+            q = lane % 4;
+  const std::int64_t t0 = T0 + kWgTimes * w;
   const int j0 = 16 * warp + g8;  // this thread's rows j0, j0 + 8 and columns n = 8 t + 2 q, + 1
   float acc[kWgTimes / 2], d[kWgTimes / 2];
 #pragma unroll
   for (int i = 0; i < kWgTimes / 2; ++i) acc[i] = 0.0f, d[i] = 0.0f;
-  if ((blockIdx.x + blockIdx.y) & 1) __nanosleep(kWgStaggerNs);
   int it = 0;
   for (std::int64_t c = wg_next(a, meta, -1); c < a.C; c = wg_next(a, meta, c), ++it) {
     const int s = it & 1;
@@ -269,7 +281,8 @@ __global__ void __launch_bounds__(2 * kWgThreads, 2) network_wgmma_kernel(const 
     const float4 r0 = __ldg(rows + j0), r1 = __ldg(rows + j0 + 8);
     wg::barrier_wait(bars + s, (it >> 1) & 1);
     const std::uint64_t da0 = wg::descriptor(sm + lay.a + s * lay.a_bytes, 1024, 128);
-    const std::uint64_t db0 = wg::descriptor(sm + lay.b + s * lay.b_bytes, 128, 128);
+    const std::uint64_t db0 =
+        wg::descriptor(sm + lay.b + s * lay.b_bytes + w * (kWgTimes / 8) * 128, 128, 128);
     const int ksteps = meta.ksteps[c];
     wg::touch(d);
     wg::fence();
@@ -286,8 +299,9 @@ __global__ void __launch_bounds__(2 * kWgThreads, 2) network_wgmma_kernel(const 
     const float unscale = pow2_or_zero(-e);
     const float f0 = times_pow2(r0.x, unscale, -e), f1 = times_pow2(r1.x, unscale, -e);
     const int sh0 = __float_as_int(r0.w), sh1 = __float_as_int(r1.w);
-    const float* iv = reinterpret_cast<const float*>(sm + lay.inv) + s * lay.i_floats + li + 2 * q;
-    const float* mv = reinterpret_cast<const float*>(sm + lay.mean) + s * lay.i_floats + li + 2 * q;
+    const int at = s * lay.i_floats + li + kWgTimes * w + 2 * q;
+    const float* iv = reinterpret_cast<const float*>(sm + lay.inv) + at;
+    const float* mv = reinterpret_cast<const float*>(sm + lay.mean) + at;
     const auto add = [](float& to, float v, float lim) { to += fminf(fmaxf(v, -lim), lim); };
 #pragma unroll
     for (int t = 0; t < kWgTimes / 8; ++t) {

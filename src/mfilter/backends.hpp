@@ -82,6 +82,7 @@ struct DeviceProblem {
   std::int64_t tile_spread_floor = 0;  // Prepared::tile_spread_floor
   bool template_group = false;         // Prepared::template_group
   bool wgmma_aligned = false;          // Prepared::wgmma_aligned
+  std::int64_t wgmma_kp_floor = 0;     // Prepared::wgmma_kp_floor
 };
 
 /// Inverse window norms for every window start s in [0, L - K] of every channel:

@@ -27,6 +27,11 @@ inline constexpr std::int64_t kWgmmaGroupGranule = 64;
 /// group computes the whole call's rows with it; kGroupGranule otherwise.
 std::int64_t group_granule(const Prepared& p);
 
+/// The wgmma network kernel's longest template row over the whole call: per 64-template group and
+/// channel, K + the spread of the moveouts of templates with nonzero weight, rounded up to 16
+/// (network_spans_kernel's K'), the largest over all.
+std::int64_t wgmma_row_length(const Prepared& p);
+
 /// [begin, end) template ranges for `parts` groups: contiguous, in order, covering 0..templates,
 /// each a multiple of `granule` templates but the last (which ends at `templates`), the counts of
 /// granules differing by at most one; min(parts, ceil(templates / granule)) groups (none empty).

@@ -55,6 +55,10 @@ struct Prepared {
   /// A template group that starts at a multiple of 64 templates of the whole call, as all of that
   /// call's groups do (devices.cpp: group_granule): the wgmma kernel's tiles are the whole call's.
   bool wgmma_aligned = false;
+  /// Such a group's floor for the wgmma kernel's longest template row K' (wgmma_row_length over
+  /// the whole call): it sizes the shared memory, so every group falls back to the other kernel
+  /// exactly when the whole call does (0: the group's own).
+  std::int64_t wgmma_kp_floor = 0;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).

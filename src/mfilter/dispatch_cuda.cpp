@@ -162,6 +162,7 @@ DeviceProblem problem_of(const Prepared& p, const Shared& sh, const Slot& sl, co
   dp.tile_spread_floor = p.tile_spread_floor;
   dp.template_group = p.template_group;
   dp.wgmma_aligned = p.wgmma_aligned;
+  dp.wgmma_kp_floor = p.wgmma_kp_floor;
   dp.templates = sh.templates.as<float>();
   dp.data = data;
   dp.moveouts = sl.moveouts->as<std::int64_t>();

@@ -75,8 +75,10 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   auto* mailbox = static_cast<unsigned long long*>(cuda::pinned_mailbox());
   HS_CUDA_CHECK(cudaMemcpyAsync(mailbox, kp_need, sizeof *mailbox, cudaMemcpyDeviceToHost, stream));
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // A template group of a call over several devices takes the whole call's K' (it sizes the
+  // shared memory only), so it falls back to the other kernel exactly when the whole call does.
   const std::int64_t kp =
-      std::max<std::int64_t>(static_cast<std::int64_t>(*mailbox), (d.length + 15) / 16 * 16);
+      std::max({static_cast<std::int64_t>(*mailbox), (d.length + 15) / 16 * 16, p.wgmma_kp_floor});
   int device = 0, smem_limit = 0;
   HS_CUDA_CHECK(cudaGetDevice(&device));
   HS_CUDA_CHECK(

@@ -232,6 +232,22 @@ TEST(MfilterDevicesGpu, WgmmaGroupsEqualOneListedDevice) {
       EXPECT_TRUE(bitwise_equal(none, many)) << what << ": the wgmma kernel in every group";
     }
   }
+  // A moveout spread of 1000 in the last 64-template group (templates 128..149, channel 0) is too
+  // long for the wgmma kernel's shared memory: the call without devices falls back to the mma.sync
+  // kernel, and so must the group of templates 0..127, whose own spreads would fit.
+  mftest::Case wide = c;
+  for (std::int64_t tp = 128; tp < wide.T; ++tp)
+    wide.moveouts[static_cast<std::size_t>(tp * wide.C)] = tp % 2 == 0 ? 0 : 1000;
+  MfOptions o;
+  o.device = DeviceKind::Cuda;
+  o.method = MfMethod::Tensor;
+  o.precision = Precision::Mixed;
+  o.network_sum = true;
+  o.devices = {0};
+  const Array one = matched_filter(t, x, o, mftest::network_of(wide));
+  o.devices = all_devices();
+  const Array many = matched_filter(t, x, o, mftest::network_of(wide));
+  EXPECT_TRUE(bitwise_equal(one, many)) << "a spread beyond the wgmma kernel in one group";
 }
 
 TEST(MfilterDevicesGpu, BadDeviceListsNameTheIndex) {

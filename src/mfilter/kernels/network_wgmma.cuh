@@ -31,8 +31,6 @@ namespace halfscope::mfilter::tensor {
 inline constexpr int kWgTemplates = 64;  // templates per block and consumer (wgmma M)
 inline constexpr int kWgTimes = 128;     // correlation times per consumer (wgmma N)
 inline constexpr int kWgThreads = 128;   // one warpgroup
-/// Registers per thread after the hand-over (setmaxnreg): two blocks of 256 threads fill the SM's
-/// 64K, and the consumer's two 64-float accumulators (the stack and the products) need most.
 /// A block: two consumer warpgroups on neighbouring time tiles of one template group (sharing its
 /// template stage: half the copies from L2 of one consumer per block) and one producer.
 inline constexpr int kWgConsumers = 2;
@@ -62,7 +60,7 @@ struct WgArgs {
 };
 
 /// Byte offsets of one block's dynamic shared memory. Stages [2] alternate between the channel
-/// the consumer computes and the one the producer prepares.
+/// the consumers compute and the one the producer prepares.
 struct WgLayout {
   int a_bytes = 0, b_bytes = 0, i_floats = 0;
   int a = 0, b = 0, inv = 0, mean = 0, stage = 0, meta = 0, red = 0, bar = 0, total = 0;
@@ -82,9 +80,9 @@ struct WgLayout {
   }
 };
 
-/// Where channel c's span of group g and time tile t0 starts, whether every sample the products
-/// read lies inside the channel, and whether TMA can copy its inverse norms (and means): the
-/// 16-byte-aligned copy inside the arrays, both with the same lead.
+/// Where channel c's span of group g and the block's time tiles from t0 starts, whether every
+/// sample the products read lies inside the channel, and whether TMA can copy its inverse norms
+/// (and means): the 16-byte-aligned copy inside the arrays, both with the same lead.
 struct WgSpan {
   std::int64_t start = 0;  // first sample (= first window start) of the span in channel c
   int ksteps = 0, lead_i = 0;
@@ -131,12 +129,12 @@ __device__ inline std::int64_t wg_next(const WgArgs& a, const WgMeta& meta, std:
 }
 
 /// The producer warpgroup (thread ptid of 128): channel c's operands into stage s once the
-/// consumer has given the stage back (`empty` completes the phase of the given parity), then one
+/// consumers have given the stage back (`empty` completes the phase of the given parity), then one
 /// arrival on the stage's `full` barrier (whose other arrival expects the TMA bytes). Templates,
 /// inverse norms and means by TMA bulk copies (those that cannot go so are filled element by
 /// element, zero outside the windows); B, the data's Hankel core matrices, from global memory at
 /// the power-of-two scale of the samples the products read. The scale is found before the wait:
-/// its loads' latency overlaps the consumer's previous channel.
+/// its loads' latency overlaps the consumers' previous channel.
 template <Operand O>
 __device__ void wg_produce(const WgArgs& a, const WgLayout& lay, const WgMeta& meta,
                            unsigned char* sm, std::int64_t g, std::int64_t c, int s,

@@ -42,28 +42,17 @@ std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t 
 }
 
 std::int64_t group_granule(const Prepared& p) {
-  const bool wgmma = p.method == MfMethod::Tensor && p.dims.network_sum && p.dims.step == 1 &&
-                     (p.precision == Precision::Mixed || p.precision == Precision::BF16);
-  return wgmma ? kWgmmaGroupGranule : kGroupGranule;
+  const bool wgmma = p.method == MfMethod::Tensor && wgmma_network_call(p.dims, p.precision);
+  return wgmma ? kWgmmaGroupTemplates : kGroupGranule;
 }
 
 std::int64_t wgmma_row_length(const Prepared& p) {
-  const std::int64_t T = p.dims.templates, C = p.dims.channels, K = p.dims.length;
-  std::int64_t longest = 0;
-  for (std::int64_t t0 = 0; t0 < T; t0 += kWgmmaGroupGranule)
-    for (std::int64_t c = 0; c < C; ++c) {
-      std::int64_t lo = 0, hi = 0;
-      bool any = false;
-      for (std::int64_t t = t0; t < std::min(T, t0 + kWgmmaGroupGranule); ++t) {
-        const auto tc = static_cast<std::size_t>(t * C + c);
-        if (!p.weights.empty() && p.weights[tc] == 0.0f) continue;
-        const std::int64_t m = p.moveouts.empty() ? 0 : p.moveouts[tc];
-        lo = any ? std::min(lo, m) : m;
-        hi = any ? std::max(hi, m) : m;
-        any = true;
-      }
-      if (any) longest = std::max(longest, (K + hi - lo + 15) / 16 * 16);
-    }
+  const std::int64_t T = p.dims.templates, C = p.dims.channels;
+  std::int64_t longest = 0, base = 0;
+  for (std::int64_t g = 0; g * kWgmmaGroupTemplates < T; ++g)
+    for (std::int64_t c = 0; c < C; ++c)
+      longest = std::max(longest, 16 * wgmma_group_ksteps(p.moveouts.data(), p.weights.data(), T, C,
+                                                          p.dims.length, g, c, base));
   return longest;
 }
 
@@ -123,7 +112,7 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
   Prepared g = p;
   g.tile_spread_floor = spread;
   g.template_group = true;
-  g.wgmma_aligned = begin % kWgmmaGroupGranule == 0 && group_granule(p) == kWgmmaGroupGranule;
+  g.wgmma_aligned = begin % kWgmmaGroupTemplates == 0 && group_granule(p) == kWgmmaGroupTemplates;
   g.wgmma_kp_floor = g.wgmma_aligned ? wgmma_row_length(p) : 0;
   g.chunk_moveout_range = moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;

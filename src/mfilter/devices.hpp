@@ -10,6 +10,7 @@
 #include "halfscope/core/array.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter/dispatch.hpp"
+#include "mfilter/wgmma_plan.hpp"
 
 namespace halfscope::mfilter {
 
@@ -18,18 +19,13 @@ namespace halfscope::mfilter {
 /// from the tile's smallest moveout, so groups aligned to 16 give every tile the templates, hence
 /// the staged samples and their FP16 scaling, that it has in a one-device call.
 inline constexpr std::int64_t kGroupGranule = 16;
-/// The wgmma network kernel's templates per block (kernels/network_wgmma.cuh, kWgTemplates): its
-/// moveout spans, shifts and data scales are per group of 64 templates.
-inline constexpr std::int64_t kWgmmaGroupGranule = 64;
-
-/// The granule of a call's template groups over devices: kWgmmaGroupGranule where the call may
-/// run the wgmma network kernel (tensor method, network stack, step 1, mixed or bf16), so every
-/// group computes the whole call's rows with it; kGroupGranule otherwise.
+/// The granule of a call's template groups over devices: kWgmmaGroupTemplates where the call may
+/// run the wgmma network kernel (the tensor method and wgmma_network_call), so every group
+/// computes the whole call's rows with it; kGroupGranule otherwise.
 std::int64_t group_granule(const Prepared& p);
 
-/// The wgmma network kernel's longest template row over the whole call: per 64-template group and
-/// channel, K + the spread of the moveouts of templates with nonzero weight, rounded up to 16
-/// (network_spans_kernel's K'), the largest over all.
+/// The wgmma network kernel's longest template row K' over the whole call: 16 wgmma_group_ksteps,
+/// the largest over its 64-template groups and channels.
 std::int64_t wgmma_row_length(const Prepared& p);
 
 /// [begin, end) template ranges for `parts` groups: contiguous, in order, covering 0..templates,

@@ -13,6 +13,7 @@
 #include "mfilter/backends.hpp"
 #include "mfilter/kernels/network_wgmma.cuh"
 #include "mfilter/tensor_cuda.hpp"
+#include "mfilter/wgmma_plan.hpp"
 
 namespace halfscope::mfilter {
 namespace {
@@ -49,7 +50,7 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
   const std::int64_t tiles = (d.n_corr + tensor::kWgBlockTimes - 1) / tensor::kWgBlockTimes;
   // A template group of a call over several devices computes the whole call's rows only when the
   // groups are aligned to this kernel's 64 templates (Prepared::wgmma_aligned).
-  if (!d.network_sum || d.step != 1 || (p.template_group && !p.wgmma_aligned) || groups > 65535 ||
+  if ((p.template_group && !p.wgmma_aligned) || groups > 65535 ||
       tiles > std::int64_t{0x7fffffff} || !device_runs_sm90a<O>(full))
     return false;
   cudaStream_t stream = p.stream;
@@ -131,14 +132,11 @@ bool run(const DeviceProblem& p, TensorPhaseTimes* times) {
 
 bool network_wgmma_cuda(const DeviceProblem& problem, Precision precision,
                         TensorPhaseTimes* times) {
-  switch (precision) {
-    case Precision::Mixed:
-      return run<Operand::Mixed>(problem, times);
-    case Precision::BF16:
-      return run<Operand::BF16>(problem, times);
-    default:
-      return false;  // split takes the other kernels (three products of hi / lo parts)
-  }
+  // Split takes the other kernels (three products of hi / lo parts); per-channel output and
+  // step > 1 too.
+  if (!wgmma_network_call(problem.dims, precision)) return false;
+  return precision == Precision::BF16 ? run<Operand::BF16>(problem, times)
+                                      : run<Operand::Mixed>(problem, times);
 }
 
 }  // namespace halfscope::mfilter

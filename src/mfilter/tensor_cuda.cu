@@ -159,11 +159,10 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
 
   // Phase events only when timing is asked for: the plain path creates none.
   PhaseMarks marks(times, stream);
-  const auto mark = [&](int k) { marks.mark(k); };
-  mark(0);
+  marks.mark(0);
   window_stats_cuda(d, p.data, inv_norm, mean, stream);
 
-  mark(1);
+  marks.mark(1);
   constexpr int prep_threads = 128;
   tensor::prepare_templates_kernel<O>
       <<<cuda::grid_blocks(d.channels * t_pad * 32, prep_threads, 8), prep_threads, 0, stream>>>(
@@ -191,7 +190,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
   a.bad = bad;
   a.spread = spread;
   a.seg_max = seg_max;
-  mark(2);
+  marks.mark(2);
   switch (tiling) {
     case TensorTiling::Wide:
       launch_tiling<O, tensor::TilingWide>(a, smem, stream, d.network_sum);
@@ -206,7 +205,7 @@ void run(const DeviceProblem& p, TensorPhaseTimes* times, TensorTiling tiling) {
       launch_tiling<O, tensor::TilingDeep>(a, smem, stream, d.network_sum);
       break;
   }
-  mark(3);
+  marks.mark(3);
 
   throw_if_not_finite(bad, stream, "tensor");
   marks.read();

@@ -52,12 +52,12 @@ void throw_if_not_finite(const int* bad, cudaStream_t stream, const std::string&
 /// default_tiling.
 enum class TensorTiling { Auto, Wide, Deep, WidePairs, DeepPairs, Wgmma };
 
-/// The network stack on Hopper's wgmma (kernels/network_wgmma.cuh), 64 templates x 128 times a
-/// block with the stack in registers: runs the call and returns true when it qualifies (network
-/// stack, step 1, mixed or bf16, a device of compute capability 9.0, not a template group of a
-/// call spread over devices, whose bits must equal the whole call's 16-template tiles, K + the
-/// largest moveout spread of a 64-template group short enough for shared memory, at most 65535
-/// groups); otherwise returns false having written nothing.
+/// The network stack on Hopper's wgmma (kernels/network_wgmma.cuh), 64 templates x 2 x 128 times
+/// a block with the stack in registers: runs the call and returns true when it qualifies
+/// (wgmma_network_call, a device of compute capability 9.0, not a template group of a call spread
+/// over devices or MPI ranks unless the groups are aligned to its 64 templates
+/// (Prepared::wgmma_aligned), K + the largest moveout spread of a 64-template group short enough
+/// for shared memory, at most 65535 groups); otherwise returns false having written nothing.
 bool network_wgmma_cuda(const DeviceProblem& problem, Precision precision, TensorPhaseTimes* times);
 
 /// tensor_cuda with a chosen tiling, and when `times` is not null the phase timings of this call.

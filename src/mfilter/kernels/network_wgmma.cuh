@@ -25,12 +25,13 @@
 #include "mfilter/kernels/tensor_operand.cuh"
 #include "mfilter/kernels/tensor_step.cuh"
 #include "mfilter/kernels/wgmma.cuh"
+#include "mfilter/wgmma_plan.hpp"
 
 namespace halfscope::mfilter::tensor {
 
-inline constexpr int kWgTemplates = 64;  // templates per block and consumer (wgmma M)
-inline constexpr int kWgTimes = 128;     // correlation times per consumer (wgmma N)
-inline constexpr int kWgThreads = 128;   // one warpgroup
+inline constexpr int kWgTemplates = kWgmmaGroupTemplates;  // per block and consumer (wgmma M)
+inline constexpr int kWgTimes = 128;    // correlation times per consumer (wgmma N)
+inline constexpr int kWgThreads = 128;  // one warpgroup
 /// A block: two consumer warpgroups on neighbouring time tiles of one template group (sharing its
 /// template stage: half the copies from L2 of one consumer per block) and one producer.
 inline constexpr int kWgConsumers = 2;
@@ -337,9 +338,8 @@ __global__ void __launch_bounds__(kWgBlockThreads, 1) network_wgmma_kernel(const
   }
 }
 
-/// Per (group, channel), one thread each: the group's smallest and largest moveout among its
-/// templates of nonzero weight, base = the smallest, ksteps = ceil((K + spread) / 16) (0 when
-/// no template contributes) and the largest 16 ksteps over all into `kp_need`.
+/// Per (group, channel), one thread each: base and ksteps of wgmma_group_ksteps, and the largest
+/// 16 ksteps over all into `kp_need`.
 __global__ void network_spans_kernel(const std::int64_t* moveouts, const float* weights,
                                      std::int64_t T, std::int64_t C, std::int64_t K,
                                      std::int64_t groups, std::int64_t* base, int* ksteps,
@@ -347,19 +347,8 @@ __global__ void network_spans_kernel(const std::int64_t* moveouts, const float* 
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t gc = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        gc < groups * C; gc += stride) {
-    const std::int64_t g = gc / C, c = gc % C;
-    std::int64_t lo = 0, hi = 0;
-    bool any = false;
-    for (std::int64_t t = g * kWgTemplates; t < T && t < (g + 1) * kWgTemplates; ++t) {
-      if (weights[t * C + c] == 0.0f) continue;
-      const std::int64_t m = moveouts[t * C + c];
-      lo = any && lo < m ? lo : m;
-      hi = any && hi > m ? hi : m;
-      any = true;
-    }
-    // Spreads beyond 2^20 make K' too long for any block; the host then falls back.
-    const std::int64_t kp = any ? (K + (hi - lo < (1 << 20) ? hi - lo : (1 << 20)) + 15) / 16 : 0;
-    base[gc] = lo;
+    const std::int64_t kp =
+        wgmma_group_ksteps(moveouts, weights, T, C, K, gc / C, gc % C, base[gc]);
     ksteps[gc] = static_cast<int>(kp);
     atomicMax(kp_need, static_cast<unsigned long long>(16 * kp));
   }

@@ -16,6 +16,7 @@
 
 #if HALFSCOPE_WITH_CUDA
 #include "halfscope/core/cuda.hpp"
+#include "mfilter/staged_upload.hpp"
 #endif
 
 namespace halfscope::mfilter {
@@ -112,8 +113,11 @@ Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
   Prepared g = p;
   g.tile_spread_floor = spread;
   g.template_group = true;
-  g.wgmma_aligned = begin % kWgmmaGroupTemplates == 0 && group_granule(p) == kWgmmaGroupTemplates;
-  g.wgmma_kp_floor = g.wgmma_aligned ? wgmma_row_length(p) : 0;
+  // A call that is already one group of a larger one (an MPI rank's block) keeps that call's
+  // alignment and K' floor.
+  g.wgmma_aligned = begin % kWgmmaGroupTemplates == 0 && group_granule(p) == kWgmmaGroupTemplates &&
+                    (!p.template_group || p.wgmma_aligned);
+  g.wgmma_kp_floor = g.wgmma_aligned ? std::max(p.wgmma_kp_floor, wgmma_row_length(p)) : 0;
   g.chunk_moveout_range = moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;
@@ -173,11 +177,12 @@ void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
 // Host data that fit next to each group's whole stack (when the call keeps it: not a detection
 // with an absolute threshold, which searches fixed time chunks) on every device (and no test
 // forces time chunks, which exercises the streaming path below) are placed on the devices once.
-// Each device uploads a slice of the channels from its own thread (a pageable upload is bound by
-// one host thread's copy into the driver's staging, about 10 GB/s: one upload of 0.5 GB took 52 ms,
-// a fifth of the 4-device run), then copies the other slices from their devices peer to peer
-// (NVLink where present). Every device streaming the whole host array instead made the data
-// movement grow with the device count (4 x H200: 0.57 efficiency at 4 devices).
+// Each device uploads a slice of the channels from its own thread, through pinned staging on
+// several host threads (upload_staged: a pageable upload is bound by one host thread's copy into
+// the driver's staging, 6.6-10 GB/s, a fifth of the 4-device run), then copies the other slices
+// from their devices peer to peer (NVLink where present). Every device streaming the whole host
+// array instead made the data movement grow with the device count (4 x H200: 0.57 efficiency at 4
+// devices).
 class ResidentData {
  public:
   ResidentData(const Prepared& p, const std::vector<int>& devices, bool whole_stack) {
@@ -220,14 +225,14 @@ class ResidentData {
       return std::pair<std::int64_t, std::int64_t>{channels * k / n, channels * (k + 1) / n};
     };
     const float* host = p.data.data_as<float>();
+    const int threads = staging_threads(static_cast<int>(devices_.size()));
     on_threads(devices_.size(), devices_, [&](std::size_t i) {
       HS_CUDA_CHECK(cudaSetDevice(devices_[i]));
       copies_[i] = Array(DType::f32, p.data.shape(), Memory::device);
       const auto [first, last] = slice(i);
-      HS_CUDA_CHECK(cudaMemcpy(copies_[i].data_as<float>() + first * row, host + first * row,
-                               static_cast<std::size_t>((last - first) * row) * 4,
-                               cudaMemcpyHostToDevice));
-      HS_CUDA_CHECK(cudaDeviceSynchronize());  // the slice is on the device before a peer reads it
+      // Synchronous: the slice is on the device before a peer reads it.
+      upload_staged(copies_[i].data_as<float>() + first * row, host + first * row,
+                    (last - first) * row * 4, threads);
     });
     on_threads(devices_.size(), devices_, [&](std::size_t i) {
       const int device = devices_[i];
@@ -302,8 +307,11 @@ Array run_cuda_devices(const Prepared& p, const std::vector<int>& devices) {
   return out;
 }
 
-std::vector<Detection> detect_cuda_devices(const Prepared& p, const DetectOptions& detect,
-                                           const std::vector<int>& devices) {
+namespace {
+
+// detect_cuda (or, `declustered` false, detect_candidates_cuda) over the devices.
+std::vector<Detection> search_devices(const Prepared& p, const DetectOptions& detect,
+                                      const std::vector<int>& devices, bool declustered) {
   std::vector<std::vector<Detection>> found(devices.size());
   // An absolute threshold searches fixed time chunks of the placed data (detect_cuda copies each
   // chunk on the device), so no device holds a whole stack. Every device streaming its chunks
@@ -311,12 +319,25 @@ std::vector<Detection> detect_cuda_devices(const Prepared& p, const DetectOption
   // slower: 361 against 302 ms on 4 x H200, the host-side staging copies starving the kernels.
   const ResidentData resident(p, devices, detect.type != ThresholdType::Absolute);
   on_devices(p, devices, [&](std::size_t g, const auto& range, const Prepared& group) {
-    found[g] = detect_cuda(with_data(group, resident, devices[g]), detect);
+    const Prepared mine = with_data(group, resident, devices[g]);
+    found[g] = declustered ? detect_cuda(mine, detect) : detect_candidates_cuda(mine, detect);
     for (Detection& d : found[g]) d.template_index += range.first;
   });
   std::vector<Detection> all;
   for (auto& f : found) all.insert(all.end(), f.begin(), f.end());
   return all;
+}
+
+}  // namespace
+
+std::vector<Detection> detect_cuda_devices(const Prepared& p, const DetectOptions& detect,
+                                           const std::vector<int>& devices) {
+  return search_devices(p, detect, devices, true);
+}
+
+std::vector<Detection> candidates_cuda_devices(const Prepared& p, const DetectOptions& detect,
+                                               const std::vector<int>& devices) {
+  return search_devices(p, detect, devices, false);
 }
 
 #endif

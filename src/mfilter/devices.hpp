@@ -55,6 +55,10 @@ Array run_cuda_devices(const Prepared& p, const std::vector<int>& devices);
 /// in template order (what one device returns).
 std::vector<Detection> detect_cuda_devices(const Prepared& p, const DetectOptions& detect,
                                            const std::vector<int>& devices);
+/// detect_candidates_cuda over the devices: every group's candidates, template indices made
+/// absolute, group after group.
+std::vector<Detection> candidates_cuda_devices(const Prepared& p, const DetectOptions& detect,
+                                               const std::vector<int>& devices);
 #endif
 
 }  // namespace halfscope::mfilter

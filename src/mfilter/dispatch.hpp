@@ -79,6 +79,11 @@ Array run_cuda(const Prepared& p);
 void run_cuda_into(const Prepared& p, float* host);
 /// matched_filter_detect on the GPU: the stack of each time chunk searched on the device.
 std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& detect);
+/// detect_cuda before the declustering: every local maximum of |stack| above its row's
+/// threshold (detect_peaks' rule; threshold, correlation index and sample filled, channels_used
+/// 0), time chunk after time chunk, each in template and time order. A part of a call whose other
+/// parts lie elsewhere (MPI time parts) declusters its candidates together with theirs.
+std::vector<Detection> detect_candidates_cuda(const Prepared& p, const DetectOptions& detect);
 /// The moveout range that decides the time chunks' sample overlap: over the channels that can
 /// contribute (weight-0 channels of a network stack and channels off the data at every
 /// correlation time left out); {0, 0} when none can.

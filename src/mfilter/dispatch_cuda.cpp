@@ -488,7 +488,7 @@ std::vector<Detection> detect_device_stack(const float* stack, std::int64_t T, s
                        separation_in_correlations(o.min_separation, step));
 }
 
-std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
+std::vector<Detection> detect_candidates_cuda(const Prepared& p, const DetectOptions& o) {
   const std::int64_t T = p.dims.templates, step = p.dims.step;
   std::vector<Detection> all;
   // An absolute threshold is searched in chunks of kDetectChunkCorrelations. The MAD threshold
@@ -508,7 +508,12 @@ std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
                      ->collect(ch.n_corr(), step, ch.corr_begin, ch.halo_before, ch.halo_after);
         all.insert(all.end(), c.begin(), c.end());
       });
-  return decluster_all(std::move(all), T, separation_in_correlations(o.min_separation, step));
+  return all;
+}
+
+std::vector<Detection> detect_cuda(const Prepared& p, const DetectOptions& o) {
+  return decluster_all(detect_candidates_cuda(p, o), p.dims.templates,
+                       separation_in_correlations(o.min_separation, p.dims.step));
 }
 
 }  // namespace halfscope::mfilter

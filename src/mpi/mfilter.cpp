@@ -21,8 +21,9 @@ std::string str(std::int64_t v) {
 
 // The (template groups, time parts) grid: see MfSplit.
 std::pair<std::int64_t, std::int64_t> grid(std::int64_t ranks, std::int64_t templates,
-                                           std::int64_t n_corr, std::int64_t time_parts) {
-  const std::int64_t granules = (templates + mfilter::kGroupGranule - 1) / mfilter::kGroupGranule;
+                                           std::int64_t n_corr, std::int64_t time_parts,
+                                           std::int64_t granule) {
+  const std::int64_t granules = (templates + granule - 1) / granule;
   if (time_parts > 0) {
     const std::int64_t parts = std::min(time_parts, n_corr);
     return {std::min(granules, ranks / parts), parts};
@@ -42,20 +43,21 @@ constexpr int kTagHeader = 0x6d660, kTagValues = 0x6d661;
 }  // namespace
 
 MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_corr,
-                 const MfSplit& split) {
-  if (ranks < 1 || rank < 0 || rank >= ranks || templates < 1 || n_corr < 1)
+                 const MfSplit& split, std::int64_t granule) {
+  if (ranks < 1 || rank < 0 || rank >= ranks || templates < 1 || n_corr < 1 || granule < 1)
     throw InvalidInput("mpi::mf_share: rank " + str(rank) + " of " + str(ranks) + ", " +
                        str(templates) + " templates, " + str(n_corr) +
-                       " correlation times: expected 0 <= rank < ranks and sizes >= 1");
+                       " correlation times, groups of multiples of " + str(granule) +
+                       " templates: expected 0 <= rank < ranks and sizes >= 1");
   if (split.time_parts < 0 || split.time_parts > ranks)
     throw InvalidInput("matched filtering over MPI ranks: time_parts " + str(split.time_parts) +
                        ": expected 0 (automatic) to the " + str(ranks) + " ranks");
-  const auto [groups, parts] = grid(ranks, templates, n_corr, split.time_parts);
+  const auto [groups, parts] = grid(ranks, templates, n_corr, split.time_parts, granule);
   MfShare s;
   s.template_groups = groups;
   s.time_parts = parts;
   if (rank >= groups * parts) return s;  // idle: the grid has no cell for this rank
-  const auto g = mfilter::template_ranges(templates, groups, mfilter::kGroupGranule);
+  const auto g = mfilter::template_ranges(templates, groups, granule);
   const auto t = mfilter::template_ranges(n_corr, parts, 1);
   const auto& rows = g[static_cast<std::size_t>(rank / parts)];
   const auto& cols = t[static_cast<std::size_t>(rank % parts)];
@@ -74,7 +76,8 @@ MfPart matched_filter(const Comm& comm, const Array& templates, const Array& dat
   MfPart part;
   part.full_shape = p.out_shape;
   agree(comm, [&] {
-    part.share = mf_share(comm.rank(), comm.size(), p.dims.templates, p.dims.n_corr, split);
+    part.share = mf_share(comm.rank(), comm.size(), p.dims.templates, p.dims.n_corr, split,
+                          mfilter::group_granule(p));
     mf::fault_hook(comm);
     const MfShare& s = part.share;
     if (!s.empty())

@@ -11,6 +11,7 @@
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/mpi/mfilter.hpp"
+#include "mfilter/devices.hpp"
 #include "mpi/mfilter_share.hpp"
 
 namespace halfscope::mpi {
@@ -88,21 +89,32 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
       mf::prepare_everywhere(comm, templates, data, o, network, "mpi::matched_filter_detect");
   const int device = mf::rank_device(comm);
   const std::int64_t n = p.dims.n_corr, step = p.dims.step;
+  // A GPU rank searches an absolute threshold on its device, chunk by chunk, when no caller wants
+  // the stack part: a day's block of the network case is gigabytes that need not reach the host.
+  const bool device_search = p.on_gpu && detect.type == ThresholdType::Absolute && stack == nullptr;
   MfShare s;
   // The block: the own columns and one more on each side (the neighbours of a local maximum).
   std::int64_t c0 = 0, c1 = 0;
   Array block;
+  std::vector<Detection> candidates;
   agree(comm, [&] {
-    s = mf_share(comm.rank(), comm.size(), p.dims.templates, n, split);
+    s = mf_share(comm.rank(), comm.size(), p.dims.templates, n, split, mfilter::group_granule(p));
     mf::fault_hook(comm);
     if (s.empty()) return;
     c0 = std::max<std::int64_t>(0, s.time_begin - 1);
     c1 = std::min(n, s.time_end + 1);
-    block = mf::compute_block(p, s.template_begin, s.template_end, c0, c1, device);
+    if (!device_search) {
+      block = mf::compute_block(p, s.template_begin, s.template_end, c0, c1, device);
+      return;
+    }
+    for (const Detection& d :
+         mf::block_candidates(p, s.template_begin, s.template_end, c0, c1, device, detect))
+      if (d.correlation_index >= s.time_begin && d.correlation_index < s.time_end)
+        candidates.push_back(d);  // the neighbours' columns are their own ranks' candidates
   });
   const std::int64_t rows = s.template_end - s.template_begin, cols = c1 - c0;
   const std::int64_t first = s.time_begin - c0, own = s.time_end - s.time_begin;
-  const float* values = s.empty() ? nullptr : block.data_as<float>();
+  const float* values = s.empty() || device_search ? nullptr : block.data_as<float>();
 
   // The ranks of one template group hold its rows' time parts; idle ranks form a group of their
   // own that never reduces anything.
@@ -112,8 +124,8 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
   if (!s.empty() && detect.type == ThresholdType::Mad)
     medians = row_medians(group, values, rows, cols, first, own, n);
 
-  std::vector<Detection> candidates;
   agree(comm, [&] {
+    if (device_search) return;  // found on the device above
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t t = s.template_begin + r;
       double threshold = detect.threshold;

@@ -87,8 +87,12 @@ int rank_device(const Comm& comm) {
   return devices > 0 ? local % devices : -1;
 }
 
-Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1, std::int64_t c0,
-                    std::int64_t c1, int device) {
+namespace {
+
+// The prepared call restricted to templates [t0, t1) x correlation times [c0, c1) (see
+// compute_block).
+mfilter::Prepared block_problem(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1,
+                                std::int64_t c0, std::int64_t c1) {
   const mfilter::Dims& d = p.dims;
   const std::int64_t C = d.channels, K = d.length, L = d.samples;
   mfilter::Prepared sub;
@@ -102,6 +106,11 @@ Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1
   // A template group tiles correlation time as the whole call does (bit-identical rows on GPUs).
   sub.tile_spread_floor = std::max(p.tile_spread_floor, mfilter::tile_moveout_spread(p));
   sub.template_group = true;
+  // So do the wgmma kernel's 64-template groups (mf_share aligns them), sized by the whole call's
+  // longest template row, so the block falls back to the other kernel exactly when the call does.
+  sub.wgmma_aligned = mfilter::group_granule(p) == mfilter::kWgmmaGroupTemplates &&
+                      t0 % mfilter::kWgmmaGroupTemplates == 0;
+  sub.wgmma_kp_floor = sub.wgmma_aligned ? mfilter::wgmma_row_length(p) : 0;
   // Templates are independent: a group is the rows of its templates (and of their network).
   sub.templates = p.templates.slice(0, t0 * C * K, t1 * C * K);
   const auto first = static_cast<std::ptrdiff_t>(t0 * C),
@@ -128,12 +137,44 @@ Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1
   for (std::int64_t& m : sub.moveouts) m += c0 * d.step - a;
   sub.data = p.data.reshape({C, L}).slice(1, a, b).contiguous();
   sub.out_shape = d.network_sum ? Shape{t1 - t0, c1 - c0} : Shape{t1 - t0, C, c1 - c0};
+  return sub;
+}
+
+}  // namespace
+
+Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1, std::int64_t c0,
+                    std::int64_t c1, int device) {
+  const mfilter::Prepared sub = block_problem(p, t0, t1, c0, c1);
 #if HALFSCOPE_WITH_CUDA
   if (p.on_gpu) return mfilter::run_cuda_devices(sub, {device});
 #else
   (void)device;
 #endif
   return mfilter::run_cpu(sub);
+}
+
+std::vector<Detection> block_candidates(const mfilter::Prepared& p, std::int64_t t0,
+                                        std::int64_t t1, std::int64_t c0, std::int64_t c1,
+                                        int device, const DetectOptions& detect) {
+#if HALFSCOPE_WITH_CUDA
+  if (p.on_gpu && detect.type == ThresholdType::Absolute) {
+    std::vector<Detection> found =
+        mfilter::candidates_cuda_devices(block_problem(p, t0, t1, c0, c1), detect, {device});
+    for (Detection& d : found) {
+      d.template_index += t0;
+      d.correlation_index += c0;
+      d.sample = d.correlation_index * p.dims.step;
+    }
+    return found;
+  }
+#else
+  (void)p, (void)t0, (void)t1, (void)c0, (void)c1, (void)device;
+#endif
+  throw Unsupported(
+      "mpi::block_candidates: a device search needs a GPU call with an absolute "
+      "threshold, found method " +
+      std::string(mf_method_name(p.method)) + " and a " +
+      std::string(threshold_type_name(detect.type)) + " threshold");
 }
 
 void fault_hook(const Comm& comm) {

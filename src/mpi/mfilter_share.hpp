@@ -36,6 +36,16 @@ int rank_device(const Comm& comm);
 Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1, std::int64_t c0,
                     std::int64_t c1, int device);
 
+/// The detection candidates (mfilter::detect_candidates_cuda: local maxima above the threshold,
+/// not declustered) of the same block, searched on `device` in time chunks: no part of the stack
+/// comes to the host. Template and correlation indices and samples are the whole call's. The
+/// first and last correlation times of the block see only one neighbour: the caller keeps the
+/// candidates of the times whose neighbours both lie in the block (or outside the call).
+/// Unsupported but for a GPU call with an absolute threshold.
+std::vector<Detection> block_candidates(const mfilter::Prepared& p, std::int64_t t0,
+                                        std::int64_t t1, std::int64_t c0, std::int64_t c1,
+                                        int device, const DetectOptions& detect);
+
 /// The test hook: when HALFSCOPE_FAULT_RANK is "r" and this is rank r of `comm`, throws Error
 /// (an injected failure, agreed like any other); "r:abort" aborts the process instead (a crash,
 /// which the launcher turns into the end of the job). InvalidInput for any other value.

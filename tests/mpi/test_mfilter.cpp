@@ -24,21 +24,23 @@ TEST(MpiMfShare, GridCoversEveryCellOnce) {
   for (const int ranks : {1, 2, 3, 4, 5, 8})
     for (const std::int64_t T : {1, 16, 17, 40, 100})
       for (const std::int64_t n : {1, 3, 700})
-        for (const std::int64_t parts : {0, 1, ranks}) {
-          std::vector<int> covered(static_cast<std::size_t>(T * n), 0);
-          for (int r = 0; r < ranks; ++r) {
-            const MfShare s = mf_share(r, ranks, T, n, {parts});
-            ASSERT_LE(s.template_groups * s.time_parts, ranks);
-            // Groups start on the 16-template tile of the one-GPU tensor kernel.
-            EXPECT_EQ(s.template_begin % 16, 0);
-            for (std::int64_t t = s.template_begin; t < s.template_end; ++t)
-              for (std::int64_t i = s.time_begin; i < s.time_end; ++i)
-                ++covered[static_cast<std::size_t>(t * n + i)];
+        for (const std::int64_t parts : {0, 1, ranks})
+          for (const std::int64_t granule : {16, 64}) {
+            std::vector<int> covered(static_cast<std::size_t>(T * n), 0);
+            for (int r = 0; r < ranks; ++r) {
+              const MfShare s = mf_share(r, ranks, T, n, {parts}, granule);
+              ASSERT_LE(s.template_groups * s.time_parts, ranks);
+              // Groups start on the template tile of the one-GPU kernel (16, or 64 for wgmma).
+              EXPECT_EQ(s.template_begin % granule, 0);
+              for (std::int64_t t = s.template_begin; t < s.template_end; ++t)
+                for (std::int64_t i = s.time_begin; i < s.time_end; ++i)
+                  ++covered[static_cast<std::size_t>(t * n + i)];
+            }
+            for (std::size_t c = 0; c < covered.size(); ++c)
+              ASSERT_EQ(covered[c], 1)
+                  << ranks << " ranks, " << T << " templates, n " << n << ", time_parts " << parts
+                  << ", granule " << granule << ": cell " << c;
           }
-          for (std::size_t c = 0; c < covered.size(); ++c)
-            ASSERT_EQ(covered[c], 1) << ranks << " ranks, " << T << " templates, n " << n
-                                     << ", time_parts " << parts << ": cell " << c;
-        }
   // The automatic grid: templates first, time parts when the 16-template groups run out.
   const auto grid = [](int ranks, std::int64_t T) {
     const MfShare s = mf_share(0, ranks, T, 1000);
@@ -48,6 +50,12 @@ TEST(MpiMfShare, GridCoversEveryCellOnce) {
   EXPECT_EQ(grid(4, 40), (std::pair<std::int64_t, std::int64_t>{2, 2}));
   EXPECT_EQ(grid(4, 3), (std::pair<std::int64_t, std::int64_t>{1, 4}));
   EXPECT_EQ(grid(3, 20), (std::pair<std::int64_t, std::int64_t>{1, 3}));
+  // Groups of 64 (the wgmma kernel's): 100 templates are 2 groups, so 4 ranks take 2 x 2.
+  const MfShare wide = mf_share(3, 4, 100, 1000, {}, 64);
+  EXPECT_EQ((std::pair{wide.template_groups, wide.time_parts}),
+            (std::pair<std::int64_t, std::int64_t>{2, 2}));
+  EXPECT_EQ(wide.template_begin, 64);
+  EXPECT_THROW((void)mf_share(0, 2, 40, 1000, {}, 0), InvalidInput);
   EXPECT_THROW((void)mf_share(0, 2, 40, 1000, {3}), InvalidInput);
   EXPECT_THROW((void)mf_share(2, 2, 40, 1000), InvalidInput);
 }

@@ -3,15 +3,18 @@
 // parts of 2 and 4 ranks (a local maximum and the declustering see across a border), MAD
 // thresholds over rows of odd and even length, absolute thresholds, a step of 2, ranks the grid
 // leaves idle, and the stack part a rank keeps; a zero MAD threshold on one rank's template is
-// every rank's error.
+// every rank's error. On a machine with GPUs, GPU ranks searching an absolute threshold on their
+// devices find the one-process GPU call's detections.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/mfilter.hpp"
@@ -96,6 +99,80 @@ TEST(MpiMfilterDetect, DetectionsEqualOneProcessAcrossPartBorders) {
       EXPECT_TRUE(
           bit_identical(halfscope::matched_filter(in.templates, in.data, o, in.network), whole));
     }
+  }
+}
+
+// Detections of one call whose stacks differ within `tolerance` (other time tiles round
+// otherwise): the same templates, times, thresholds and channels, values within the tolerance.
+::testing::AssertionResult close_detections(const std::vector<Detection>& expected,
+                                            const std::vector<Detection>& got, double tolerance) {
+  if (expected.size() != got.size())
+    return ::testing::AssertionFailure()
+           << expected.size() << " detections expected, " << got.size() << " found";
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const Detection &e = expected[i], &g = got[i];
+    if (e.template_index != g.template_index || e.correlation_index != g.correlation_index ||
+        e.sample != g.sample || e.threshold != g.threshold || e.channels_used != g.channels_used ||
+        !(std::fabs(e.value - g.value) <= tolerance))
+      return ::testing::AssertionFailure()
+             << "detection " << i << ": expected template " << e.template_index << " at "
+             << e.correlation_index << " (" << e.value << "), found template " << g.template_index
+             << " at " << g.correlation_index << " (" << g.value << "), tolerance " << tolerance;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// GPU ranks (each on its host's device rank % devices) search an absolute threshold on their
+// devices, never bringing a stack part to the host. With template groups only, every group runs
+// the one-process call's kernels on its rows (groups of 64 for the wgmma network kernel in
+// mixed, of 16 in split) and the same time chunks: the detections equal the one-process GPU
+// call's field for field. With a time part per rank, a part tiles its time from its own start, so
+// the values differ within the precision's rounding of the stack (about the unit roundoff of the
+// operands times the sum of the weights) and nothing else. The host search of the same blocks
+// (the stack part asked for) finds the same detections as the device search.
+TEST(MpiMfilterDetect, GpuRanksSearchAbsoluteThresholdsOnTheirDevices) {
+  const Comm world = Comm::world();
+  if (query_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
+  constexpr std::int64_t T = 150, C = 3, K = 32, L = 8000;
+  const std::int64_t n = mf_correlation_count(L, K, 1);
+  const std::vector<std::int64_t> borders = part_borders(n);
+  // One planted template in each 64-template group: on the borders of 2 and 4 time parts.
+  std::vector<std::vector<std::int64_t>> plants(T);
+  plants[0] = {borders[0]};
+  plants[70] = {borders[1] - 1, borders[2] + 1};
+  plants[140] = {borders[3]};
+  auto in = make_inputs(T, C, K, L, 4, plants);
+  // Weights of 1 on the planted templates: their stacks peak near C x 0.95 (a copy at 3x the
+  // noise), well above the threshold; noise stacks stay below about 1.2 (5 sigma).
+  for (const std::int64_t t : {0, 70, 140})
+    for (std::int64_t c = 0; c < C; ++c) in.network.weights.data_as<double>()[t * C + c] = 1.0;
+  const DetectOptions absolute{1.5, ThresholdType::Absolute, 20};
+  for (const Precision precision : {Precision::Mixed, Precision::Split}) {
+    SCOPED_TRACE(std::string(precision_name(precision)));
+    MfOptions o;
+    o.device = DeviceKind::Cuda;
+    o.method = MfMethod::Tensor;
+    o.precision = precision;
+    const auto expected =
+        halfscope::matched_filter_detect(in.templates, in.data, o, in.network, absolute);
+    for (const std::int64_t t : {0, 70, 140})
+      EXPECT_TRUE(std::any_of(expected.begin(), expected.end(),
+                              [&](const Detection& d) { return d.template_index == t; }))
+          << "planted template " << t << " not found";
+    // Template groups only.
+    EXPECT_TRUE(same_detections(expected, matched_filter_detect(world, in.templates, in.data, o,
+                                                                in.network, absolute, MfSplit{1})));
+    // A time part per rank: within 8 unit roundoffs of the operands times the sum of the weights
+    // of a template (at most C).
+    const double u = precision == Precision::Mixed ? 0x1p-11 : 0x1p-20;
+    const MfSplit per_rank{world.size()};
+    const auto on_devices =
+        matched_filter_detect(world, in.templates, in.data, o, in.network, absolute, per_rank);
+    EXPECT_TRUE(close_detections(expected, on_devices, 8 * u * C));
+    MfPart part;
+    EXPECT_TRUE(
+        same_detections(on_devices, matched_filter_detect(world, in.templates, in.data, o,
+                                                          in.network, absolute, per_rank, &part)));
   }
 }
 

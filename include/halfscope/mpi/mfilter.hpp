@@ -7,12 +7,12 @@
 // Every rank passes the same inputs (a rank whose shapes differ makes every rank throw
 // InvalidInput). The work is a grid of template groups x correlation-time parts: templates in
 // contiguous groups of multiples of 16 (the one-GPU tensor kernel's tile, as the devices of one
-// host get them), correlation times in contiguous parts when the templates are too few for the
-// ranks (or on request). A time part computes its windows from a slice of the prepared data that
-// starts on a restart of the FP64 running window energies, so on the CPU every element equals the
-// one-process call bit for bit in double, single, mixed, split and bf16 (half normalizes by the
-// maxima of its block's templates and data, not the whole call's, so its parts differ within
-// half's rounding). Errors are agreed: a
+// host get them; 64 where a GPU call runs the wgmma network kernel), correlation times in
+// contiguous parts when the templates are too few for the ranks (or on request). A time part
+// computes its windows from a slice of the prepared data that starts on a restart of the FP64
+// running window energies, so on the CPU every element equals the one-process call bit for bit in
+// double, single, mixed, split and bf16 (half normalizes by the maxima of its block's templates and
+// data, not the whole call's, so its parts differ within half's rounding). Errors are agreed: a
 // failure on any rank makes every rank throw the lowest failing rank's error (mpi::agree).
 #pragma once
 
@@ -30,10 +30,11 @@
 namespace halfscope::mpi {
 
 /// How a call is split. time_parts: correlation-time parts per template group; 0 picks them:
-/// one when there are at least as many 16-template groups as ranks, else the grid of at most
-/// `ranks` cells with the most cells in use, ties to more template groups (4 ranks, 40
-/// templates: 2 groups x 2 parts). A positive value asks for that many parts (at most the ranks
-/// and the correlation times); the groups are then min(ceil(T / 16), ranks / time_parts).
+/// one when there are at least as many template groups of 16 (64 for the wgmma kernel, see
+/// mf_share) as ranks, else the grid of at most `ranks` cells with the most cells in use, ties to
+/// more template groups (4 ranks, 40 templates: 2 groups x 2 parts). A positive value asks for
+/// that many parts (at most the ranks and the correlation times); the groups are then
+/// min(ceil(T / 16), ranks / time_parts) (64 in place of 16 for the wgmma kernel).
 struct MfSplit {
   std::int64_t time_parts = 0;
 };
@@ -51,10 +52,13 @@ struct MfShare {
 
 /// The share of rank `rank` of `ranks` in a call of `templates` templates and `n_corr`
 /// correlation times (no communication; the same on every rank). Rank r < groups x parts owns
-/// group r / parts, time part r % parts. InvalidInput for sizes < 1 or time_parts < 0 or above
-/// the ranks.
+/// group r / parts, time part r % parts. Template groups are multiples of `granule` templates
+/// (but the last): matched_filter passes 16, or 64 where the call runs the one-GPU wgmma network
+/// kernel (tensor method, network stack, step 1, mixed or bf16, whose template tiles are 64), so
+/// every rank runs the kernel the one-process call runs. InvalidInput for sizes or granule < 1 or
+/// time_parts < 0 or above the ranks.
 MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_corr,
-                 const MfSplit& split = {});
+                 const MfSplit& split = {}, std::int64_t granule = 16);
 
 /// One rank's part of a matched-filtering result.
 struct MfPart {
@@ -91,7 +95,10 @@ NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::files
 /// equal, see above): MAD thresholds are exact medians of whole rows (a radix selection summed
 /// over the ranks of a template group), local maxima see their neighbours across part borders,
 /// and the candidates of every part are declustered together on rank 0, strongest first.
-/// `stack`, when not null, receives this rank's part of the network stack.
+/// `stack`, when not null, receives this rank's part of the network stack. A GPU rank searches
+/// an absolute threshold on its device, time chunk by time chunk, when `stack` is null (no stack
+/// part comes to the host); otherwise it computes its part on the device and searches it on the
+/// host.
 std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
                                              const Array& data, const MfOptions& options,
                                              const MfNetwork& network, const DetectOptions& detect,

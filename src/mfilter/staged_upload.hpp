@@ -15,7 +15,8 @@ namespace halfscope::mfilter {
 /// threads copying parts of it to one device took as long. Here `threads` host threads each copy
 /// a contiguous part through two pinned blocks of their own (the pinned cache, pinned_pool.hpp),
 /// one filling while the other's DMA runs: 16 threads took 14 ms (37 GB/s), 4 threads per device
-/// on two devices 10 ms.
+/// on two devices 10 ms (bench/prototypes/upload_staging.cu, a stream per thread; the copies here
+/// share one stream, which measured as fast in the library, docs/scaling.md).
 void upload_staged(void* dst, const void* src, std::int64_t bytes, int threads);
 
 /// The host threads a device's upload_staged gets when `devices` devices upload at once: the

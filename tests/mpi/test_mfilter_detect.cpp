@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -102,26 +101,6 @@ TEST(MpiMfilterDetect, DetectionsEqualOneProcessAcrossPartBorders) {
   }
 }
 
-// Detections of one call whose stacks differ within `tolerance` (other time tiles round
-// otherwise): the same templates, times, thresholds and channels, values within the tolerance.
-::testing::AssertionResult close_detections(const std::vector<Detection>& expected,
-                                            const std::vector<Detection>& got, double tolerance) {
-  if (expected.size() != got.size())
-    return ::testing::AssertionFailure()
-           << expected.size() << " detections expected, " << got.size() << " found";
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const Detection &e = expected[i], &g = got[i];
-    if (e.template_index != g.template_index || e.correlation_index != g.correlation_index ||
-        e.sample != g.sample || e.threshold != g.threshold || e.channels_used != g.channels_used ||
-        !(std::fabs(e.value - g.value) <= tolerance))
-      return ::testing::AssertionFailure()
-             << "detection " << i << ": expected template " << e.template_index << " at "
-             << e.correlation_index << " (" << e.value << "), found template " << g.template_index
-             << " at " << g.correlation_index << " (" << g.value << "), tolerance " << tolerance;
-  }
-  return ::testing::AssertionSuccess();
-}
-
 // GPU ranks (each on its host's device rank % devices) search an absolute threshold on their
 // devices, never bringing a stack part to the host. With template groups only, every group runs
 // the one-process call's kernels on its rows (groups of 64 for the wgmma network kernel in
@@ -168,7 +147,7 @@ TEST(MpiMfilterDetect, GpuRanksSearchAbsoluteThresholdsOnTheirDevices) {
     const MfSplit per_rank{world.size()};
     const auto on_devices =
         matched_filter_detect(world, in.templates, in.data, o, in.network, absolute, per_rank);
-    EXPECT_TRUE(close_detections(expected, on_devices, 8 * u * C));
+    EXPECT_TRUE(same_detections(expected, on_devices, 8 * u * C));
     MfPart part;
     EXPECT_TRUE(
         same_detections(on_devices, matched_filter_detect(world, in.templates, in.data, o,

@@ -80,23 +80,25 @@ inline ::testing::AssertionResult bit_identical(const Array& expected, const Arr
   return ::testing::AssertionSuccess();
 }
 
-/// Detections equal field by field (values compared exactly: they come from equal stacks).
+/// Detections equal field by field; values exactly (they come from equal stacks), or within
+/// `tolerance` for stacks that round otherwise (another tiling of time).
 inline ::testing::AssertionResult same_detections(const std::vector<Detection>& expected,
-                                                  const std::vector<Detection>& got) {
+                                                  const std::vector<Detection>& got,
+                                                  double tolerance = 0) {
   if (expected.size() != got.size())
     return ::testing::AssertionFailure()
            << expected.size() << " detections expected, " << got.size() << " found";
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const Detection &e = expected[i], &g = got[i];
     if (e.template_index != g.template_index || e.correlation_index != g.correlation_index ||
-        e.sample != g.sample || e.value != g.value || e.threshold != g.threshold ||
-        e.channels_used != g.channels_used)
+        e.sample != g.sample || !(std::fabs(e.value - g.value) <= tolerance) ||
+        e.threshold != g.threshold || e.channels_used != g.channels_used)
       return ::testing::AssertionFailure()
              << "detection " << i << ": expected template " << e.template_index << " at "
              << e.correlation_index << " (" << e.value << ", threshold " << e.threshold << ", "
              << e.channels_used << " channels), found template " << g.template_index << " at "
              << g.correlation_index << " (" << g.value << ", threshold " << g.threshold << ", "
-             << g.channels_used << " channels)";
+             << g.channels_used << " channels), values within " << tolerance;
   }
   return ::testing::AssertionSuccess();
 }

@@ -119,6 +119,49 @@ TEST(MfValidation, ShapesAndLengths) {
   expect_error<InvalidInput>([&] { matched_filter(t3, x3, bad_step); }, {"step", ">= 1", "0"});
 }
 
+// The in-place check of short-normalized data (float32 data in single, float64 in double: one
+// integer maximum of the sign-cleared bits per channel) sees NaN and infinities of either sign,
+// and scales a channel whose largest magnitude lies outside [2^-32, 2^32] (CC is scale invariant,
+// so the result equals that of the data brought into the band by a power of two), negative
+// values as their magnitudes.
+TEST(MfValidation, InPlaceDataCheckSeesEverySignAndScale) {
+  const Array t3 = mftest::to_array(std::vector<double>(2 * 3 * 8, 0.5), {2, 3, 8});
+  for (const auto& [dtype, precision] :
+       {std::pair{DType::f32, Precision::Single}, std::pair{DType::f64, Precision::Double}}) {
+    SCOPED_TRACE(std::string(precision_name(precision)));
+    MfOptions o = cpu_options();
+    o.precision = precision;
+    o.normalize = MfNormalize::Short;
+    for (const double bad :
+         {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+          -std::numeric_limits<double>::infinity()}) {
+      std::vector<double> x(3 * 50, 0.25);
+      x[1 * 50 + 33] = bad;
+      expect_error<InvalidInput>(
+          [&] {
+            matched_filter(t3, mftest::to_array(x, {3, 50}, dtype), o);
+          },
+          {"data", std::isnan(bad) ? "NaN" : "infinite", "channel 1, sample 33"});
+    }
+    // Channel 0 peaks at -2^40 (beyond the band), channel 2 at 2^-40 (below it).
+    std::vector<double> x(3 * 50), in_band(3 * 50);
+    for (std::int64_t i = 0; i < 150; ++i) x[i] = std::sin(0.37 * static_cast<double>(i)) + 0.1;
+    in_band = x;
+    for (std::int64_t k = 0; k < 50; ++k) {
+      x[k] *= 0x1p40;
+      x[100 + k] *= 0x1p-40;
+    }
+    x[7] = -0x1p41;  // the largest magnitude, negative
+    in_band[7] = -2.0;
+    const Array scaled = matched_filter(t3, mftest::to_array(x, {3, 50}, dtype), o);
+    const Array reference = matched_filter(t3, mftest::to_array(in_band, {3, 50}, dtype), o);
+    ASSERT_EQ(scaled.shape(), reference.shape());
+    const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-12;
+    for (std::int64_t i = 0; i < scaled.size(); ++i)
+      EXPECT_NEAR(scaled.data_as<float>()[i], reference.data_as<float>()[i], tolerance) << i;
+  }
+}
+
 TEST(MfValidation, NonFiniteDataNamesChannelAndSample) {
   std::vector<double> x(3 * 50, 0.25);
   x[2 * 50 + 17] = std::numeric_limits<double>::quiet_NaN();

@@ -105,20 +105,39 @@ void validate_devices(const std::vector<int>& devices, const Prepared& p) {
 
 namespace {
 
+// What every template group of a call takes from the whole call: computed once per call, not
+// once per group.
+struct WholeCall {
+  std::int64_t granule = kGroupGranule;  // group_granule
+  std::int64_t spread = 0;               // the tensor kernel's tiles of correlation times
+  std::pair<std::int64_t, std::int64_t> moveout_range;
+  // Whether groups starting on a multiple of 64 templates may run the wgmma kernel, and the
+  // longest template row K' they size it by. A call that is already one group of a larger one
+  // (an MPI rank's block) keeps that call's alignment and K' floor.
+  bool wgmma = false;
+  std::int64_t kp_floor = 0;
+};
+
+WholeCall whole_call(const Prepared& p) {
+  WholeCall w;
+  w.granule = group_granule(p);
+  w.spread = std::max(p.tile_spread_floor, tile_moveout_spread(p));
+  w.moveout_range = contributing_moveout_range(p);
+  w.wgmma = w.granule == kWgmmaGroupTemplates && (!p.template_group || p.wgmma_aligned);
+  w.kp_floor = w.wgmma ? std::max(p.wgmma_kp_floor, wgmma_row_length(p)) : 0;
+  return w;
+}
+
 // The prepared call restricted to templates [begin, end): shares the converted data and the
 // templates' buffer (a 1-D slice of the contiguous T * C * K array).
 Prepared template_group(const Prepared& p, std::int64_t begin, std::int64_t end,
-                        std::int64_t spread,
-                        const std::pair<std::int64_t, std::int64_t>& moveout_range) {
+                        const WholeCall& whole) {
   Prepared g = p;
-  g.tile_spread_floor = spread;
+  g.tile_spread_floor = whole.spread;
   g.template_group = true;
-  // A call that is already one group of a larger one (an MPI rank's block) keeps that call's
-  // alignment and K' floor.
-  g.wgmma_aligned = begin % kWgmmaGroupTemplates == 0 && group_granule(p) == kWgmmaGroupTemplates &&
-                    (!p.template_group || p.wgmma_aligned);
-  g.wgmma_kp_floor = g.wgmma_aligned ? std::max(p.wgmma_kp_floor, wgmma_row_length(p)) : 0;
-  g.chunk_moveout_range = moveout_range;
+  g.wgmma_aligned = whole.wgmma && begin % kWgmmaGroupTemplates == 0;
+  g.wgmma_kp_floor = g.wgmma_aligned ? whole.kp_floor : 0;
+  g.chunk_moveout_range = whole.moveout_range;
   const std::int64_t c = p.dims.channels, per = c * p.dims.length;
   g.dims.templates = end - begin;
   g.templates = p.templates.slice(0, begin * per, end * per);
@@ -165,12 +184,11 @@ void on_threads(std::size_t n, const std::vector<int>& devices, Fn fn) {
 // order, so an error on one device never leaves the others running or the call hanging.
 template <class Work>
 void on_devices(const Prepared& p, const std::vector<int>& devices, Work work) {
-  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), group_granule(p));
-  const std::int64_t spread = std::max(p.tile_spread_floor, tile_moveout_spread(p));
-  const auto moveout_range = contributing_moveout_range(p);
+  const WholeCall whole = whole_call(p);
+  const auto ranges = template_ranges(p.dims.templates, std::ssize(devices), whole.granule);
   on_threads(ranges.size(), devices, [&](std::size_t g) {
     HS_CUDA_CHECK(cudaSetDevice(devices[g]));  // this thread's current device
-    work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, spread, moveout_range));
+    work(g, ranges[g], template_group(p, ranges[g].first, ranges[g].second, whole));
   });
 }
 

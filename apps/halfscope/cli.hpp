@@ -97,7 +97,8 @@ std::string device_list_text(const std::vector<int>& devices);
 DeviceKind check_device_list(const std::vector<int>& devices, const std::string& device);
 
 /// Refuses the GPU options in `given` (e.g. "--devices 0,1") in a job of several MPI ranks or
-/// with a --grid (non-empty `grid`): the MPI paths run on CPU ranks only. InvalidInput.
+/// with a --grid (non-empty `grid`): they are one-process options (GPU ranks of the MPI
+/// Cholesky take --device cuda, one device each). InvalidInput.
 void refuse_gpu_over_ranks(const std::string& given, int ranks, const std::string& grid);
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the

@@ -124,8 +124,8 @@ std::string gpu_options_text(const CholeskyCliOptions& c) {
   return text;
 }
 
-// --device-memory as bytes (0 when not given), then the refusal of GPU options under --grid or
-// over several MPI ranks (the MPI factorization runs on CPU ranks only).
+// --device-memory as bytes (0 when not given), then the refusal of the one-process GPU options
+// under --grid or over several MPI ranks (GPU ranks take --device cuda, one device each).
 std::int64_t check_gpu_options(const CholeskyCliOptions& c, int ranks) {
   const std::int64_t bytes =
       c.device_memory_given ? parse_size(c.device_memory, "--device-memory") : 0;
@@ -181,25 +181,39 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
   linalg::CholeskyOptions options;
   mpi::ProcessGrid grid;
   linalg::TileMatrix input;
+  bool gpu = false;
   mpi::agree(world, [&] {
     options.policy = check_arguments(c);
     options.recover = c.recover;
-    (void)check_gpu_options(c, g.ranks);  // refuses them: CPU ranks only
+    (void)check_gpu_options(c, g.ranks);  // --devices, --device-memory: one process only
     const auto [p, q] = cholesky_grid(c.grid, g.ranks);
     grid = mpi::ProcessGrid{p, q};
-    const std::string device = c.device.empty() ? g.device : c.device;
-    if (device == "cuda")
-      throw Unsupported("cholesky: --device cuda with " + std::to_string(g.ranks) +
-                        " MPI ranks: the MPI factorization runs on the CPU only for now; use "
-                        "--device cpu, or one process for the GPU factorization");
+    // GPU ranks only when asked for: auto keeps CPU ranks, whose factor is the one-process CPU
+    // factor bit for bit.
+    gpu = (c.device.empty() ? g.device : c.device) == "cuda";
   });
+  if (gpu) {
+    const int device = mpi::rank_device(world);  // collective: every rank decided alike
+    mpi::agree(world, [&] {
+      if (device < 0)
+        throw Unsupported("cholesky: --device cuda over " + std::to_string(g.ranks) +
+                          " MPI ranks: expected a CUDA device on every rank's host, found none "
+                          "on rank " +
+                          std::to_string(g.rank) + " (" + query_devices().status + ")");
+    });
+    options.devices = {device};
+  }
+  const char* where = gpu ? "cuda" : "cpu";
   // Each rank reads only its own tiles of A (and their mirrors, for the symmetry check); rank 0
   // also reads all of it for --check (the FP64 backward error over every tile).
   std::optional<SymmetricTileReader> reader;
   std::optional<mpi::DistTileMatrix> tiles;
   mpi::agree(world, [&] {
     reader.emplace(c.input);
-    const linalg::TileLayout layout(reader->n(), reader->n(), c.tile > 0 ? c.tile : 512,
+    const linalg::TileLayout layout(reader->n(), reader->n(),
+                                    c.tile > 0 ? c.tile
+                                    : gpu      ? 1024
+                                               : 512,
                                     linalg::TileFill::lower);
     tiles.emplace(world, layout, grid);
     if (g.rank == 0 && c.check)
@@ -225,8 +239,8 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
   reader.reset();
   info(g, "cholesky: n = " + std::to_string(tiles->layout().rows()) + ", tile " +
               std::to_string(tiles->layout().tile_size()) + ", policy " + options.policy.name() +
-              ", cpu, " + std::to_string(g.ranks) + " MPI ranks on a " + std::to_string(grid.rows) +
-              " x " + std::to_string(grid.cols) + " grid");
+              ", " + where + ", " + std::to_string(g.ranks) + " MPI ranks on a " +
+              std::to_string(grid.rows) + " x " + std::to_string(grid.cols) + " grid");
   mpi::CholeskyTraffic traffic;
   const auto t0 = std::chrono::steady_clock::now();
   const linalg::CholeskyReport r = mpi::cholesky(*tiles, options, &traffic);
@@ -246,11 +260,13 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
   warn_gathered(g, "cholesky", written.ranks_without_file, c.output, "L");
   // Per-rank figures, each rank filling its own entry.
   const auto size = static_cast<std::size_t>(g.ranks), me = static_cast<std::size_t>(g.rank);
-  std::vector<std::int64_t> sent(size, 0), workspace(size, 0);
+  std::vector<std::int64_t> sent(size, 0), workspace(size, 0), devices(size, 0);
   sent[me] = traffic.bytes_sent;
   workspace[me] = r.workspace_bytes;
+  devices[me] = gpu ? options.devices.front() : -1;
   world.sum(std::span<std::int64_t>(sent));
   world.sum(std::span<std::int64_t>(workspace));
+  world.sum(std::span<std::int64_t>(devices));
   const double waited = world.sum(traffic.wait_seconds);
   mpi::agree(world, [&] {
     if (g.rank != 0) return;
@@ -263,8 +279,11 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     ranks["bytes_moved"] = std::accumulate(sent.begin(), sent.end(), std::int64_t{0});
     ranks["mpi_wait_ms_mean"] = waited * 1e3 / static_cast<double>(g.ranks);
     ranks["workspace_bytes_per_rank"] = workspace;
-    finish(g, c, tiles->layout(), l, std::move(written.file), input, "cpu", options, job, ms,
-           ranks);
+    if (gpu) ranks["device_per_rank"] = devices;
+    // The one-process devices line and report fields describe --devices, not GPU ranks.
+    linalg::CholeskyOptions shown = options;
+    shown.devices.clear();
+    finish(g, c, tiles->layout(), l, std::move(written.file), input, where, shown, job, ms, ranks);
     std::cout << g.ranks << " MPI ranks on a " << grid.rows << " x " << grid.cols << " grid, "
               << ranks["bytes_moved"].get<std::int64_t>() << " bytes moved\n";
   });

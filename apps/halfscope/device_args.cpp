@@ -100,11 +100,11 @@ DeviceKind check_device_list(const std::vector<int>& devices, const std::string&
 
 void refuse_gpu_over_ranks(const std::string& given, int ranks, const std::string& grid) {
   if (ranks > 1)
-    throw InvalidInput(given + ": expected one process (the MPI path runs on CPU ranks only), " +
-                       "found " + std::to_string(ranks) + " MPI ranks");
+    throw InvalidInput(given + ": expected one process (a one-process option; over MPI ranks " +
+                       "each GPU rank uses one device), found " + std::to_string(ranks) +
+                       " MPI ranks");
   if (!grid.empty())
-    throw InvalidInput(given + ": expected no --grid (the MPI path runs on CPU ranks only), " +
-                       "found --grid " + grid);
+    throw InvalidInput(given + ": expected no --grid (a one-process option), found --grid " + grid);
 }
 
 }  // namespace halfscope::cli

@@ -64,8 +64,8 @@ std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[
   return tags;
 }
 
-void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
-                   FailedTile* failed) {
+void throw_overflow(GemmVariant v, FailureCode code, const std::string& policy,
+                    FailedTile* failed) {
   const DecodedFailure d = decode_failure(code);
   if (failed) {
     *failed = {d.ti, d.tj};
@@ -74,16 +74,22 @@ void throw_failure(const Factor& fc, FailureCode code, const std::string& policy
     else if (d.kind == FailureKind::c_entry)
       failed->part = FailedPart::c_entry;
   }
-  const std::string v(gemm_variant_name(fc.variant(d.ti, d.tj)));
   std::string what;
   if (d.kind == FailureKind::operand)
     what = "an entry of its operand L" + tile_text(d.second ? d.tj : d.ti, d.step);
   else
     what = d.kind == FailureKind::c_entry ? "a C entry" : "a result entry (an FP16 product or sum)";
-  throw NumericalError("GEMM " + v + " updating tile " + tile_text(d.ti, d.tj) + " (step " +
-                       std::to_string(d.step) + ", policy " + policy + "): " + what +
+  throw NumericalError("GEMM " + std::string(gemm_variant_name(v)) + " updating tile " +
+                       tile_text(d.ti, d.tj) + " (step " + std::to_string(d.step) + ", policy " +
+                       policy + "): " + what +
                        " does not fit the variant's format (FP16 holds |x| <= 65504); use a "
                        "higher-precision policy for this tile or --recover");
+}
+
+void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
+                   FailedTile* failed) {
+  const DecodedFailure d = decode_failure(code);
+  throw_overflow(fc.variant(d.ti, d.tj), code, policy, failed);
 }
 
 void throw_first_failure(const Factor& fc, const std::vector<int>& infos, FailureCode code,

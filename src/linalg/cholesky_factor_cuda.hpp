@@ -333,6 +333,11 @@ std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVaria
 /// tags[f][k * NT + (i - k - 1)] for tile (i, k); sets used[f] for every operand format in use.
 std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[kFormats]);
 
+/// Throws the NumericalError of an overflow `code` in a GEMM of variant v, after storing its tile
+/// in `*failed`.
+[[noreturn]] void throw_overflow(GemmVariant v, FailureCode code, const std::string& policy,
+                                 FailedTile* failed);
+
 /// Throws the NumericalError of an overflow `code`, after storing its tile in `*failed`.
 [[noreturn]] void throw_failure(const Factor& fc, FailureCode code, const std::string& policy,
                                 FailedTile* failed);

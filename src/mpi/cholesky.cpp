@@ -78,12 +78,13 @@ void require_finite(const DistTileMatrix& a, const std::vector<double>& norms) {
 // stores its tile in *failed; a finished factor with a non-finite diagonal tile throws
 // cholesky_tiles' NumericalError.
 void attempt(DistTileMatrix& a, const detail::GridComms& comms,
-             const std::vector<GemmVariant>& variants, const std::string& policy,
-             CholeskyTraffic& traffic, FailedTile* failed) {
+             const std::vector<GemmVariant>& variants, const std::string& policy, int device,
+             CholeskyTraffic& traffic, std::int64_t* scratch, FailedTile* failed) {
   const Comm& world = a.comm();
   const linalg::TileLayout& layout = a.layout();
   const std::int64_t nt = layout.tile_rows();
-  const detail::RankFailure mine = detail::factor_steps(a, comms, variants, policy, traffic);
+  const detail::RankFailure mine =
+      detail::factor_steps(a, comms, variants, policy, device, traffic, scratch);
   // Any non-finite entry of L(i, k) reaches diagonal tile (i, i) through its SYRK.
   std::int64_t bad = detail::kNoFailure;
   for (std::int64_t k = 0; k < nt && mine.key == detail::kNoFailure; ++k)
@@ -155,6 +156,16 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
     if (layout.fill() != linalg::TileFill::lower)
       throw InvalidInput(
           "mpi::cholesky: the matrix must use a lower tile layout, found a full one");
+    if (options.devices.size() > 1)
+      throw InvalidInput(
+          "mpi::cholesky: devices: expected at most one CUDA device per rank (a GPU rank), "
+          "found " +
+          std::to_string(options.devices.size()));
+    if (options.device_memory != 0)
+      throw InvalidInput(
+          "mpi::cholesky: device_memory: expected 0 (a GPU rank holds its tiles in core), "
+          "found " +
+          std::to_string(options.device_memory));
     // A panel tile and its status word travel as one MPI message of int count.
     if (layout.tile_size() * layout.tile_size() + 1 > INT_MAX)
       throw InvalidInput(
@@ -176,13 +187,13 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
   agree(a.comm(), [&] {
     if (options.recover) original.assign(a.local_data(), a.local_data() + a.local_elements());
   });
-  report.workspace_bytes = detail::panel_buffer_bytes(a, comms) +
-                           static_cast<std::int64_t>(original.size() * sizeof(float));
+  const int device = options.devices.empty() ? -1 : options.devices.front();
+  std::int64_t scratch = 0;
   CholeskyTraffic moved;
   FailedTile failed;
   for (;;) {
     try {
-      attempt(a, comms, variants, report.policy, moved, &failed);
+      attempt(a, comms, variants, report.policy, device, moved, &scratch, &failed);
       break;
     } catch (const NumericalError& e) {
       if (!options.recover) throw;
@@ -196,6 +207,7 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
       std::copy(original.begin(), original.end(), a.local_data());
     }
   }
+  report.workspace_bytes = scratch + static_cast<std::int64_t>(original.size() * sizeof(float));
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i)
       ++report.tiles[static_cast<std::size_t>(variants[static_cast<std::size_t>(i * nt + j)])];

@@ -9,18 +9,21 @@
 // row broadcasts are in flight while the rest of step k's updates run. Panel buffers alternate
 // between two sets (panel k is read while panel k + 1 is filled).
 //
+// The tile kernels run where the rank's tiles live (linalg/rank_kernels.hpp): on the host
+// (cholesky_tile_ops.cpp, OpenMP) or on the rank's GPU, which only queues each step's updates,
+// so the MPI waits of the next panel overlap them.
+//
 // Failures never leave a rank waiting: every message ends with a status word (1 when the sender
 // knew of a failure); a rank that failed or heard of a failure stops computing but completes the
 // same schedule of broadcasts, which depends on the layout only.
 #include "mpi/cholesky_steps.hpp"
 
 #include <mpi.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -36,46 +39,51 @@ using linalg::detail::FailedTile;
 class Steps {
  public:
   Steps(DistTileMatrix& a, const GridComms& comms, const std::vector<GemmVariant>& variants,
-        const std::string& policy, CholeskyTraffic& traffic)
-      : a_(a),
-        c_(comms),
+        const std::string& policy, CholeskyTraffic& traffic, int device)
+      : c_(comms),
         layout_(a.layout()),
-        variants_(variants),
-        policy_(policy),
         traffic_(traffic),
         nt_(layout_.tile_rows()),
         nb_(layout_.tile_size()),
         p_(a.grid().rows),
         q_(a.grid().cols) {
-    diag_.resize(static_cast<std::size_t>(nb_ * nb_ + 1));
-    for (auto* set : {&row_, &col_})
-      for (auto& buffers : *set) buffers.resize(static_cast<std::size_t>(nt_));
-    for (auto* set : {&row_req_, &col_req_})
-      for (auto& requests : *set) requests.assign(static_cast<std::size_t>(nt_), MPI_REQUEST_NULL);
-    // Buffers for the panel tiles this rank receives or sends: those of its process row, and
-    // those of its process column that its row does not already bring.
-    for (std::int64_t i = 1; i < nt_; ++i)
-      for (int par = 0; par < 2; ++par) {
-        const auto size = static_cast<std::size_t>(height(i) * nb_ + 1);
-        if (in_my_row(i))
-          row_[par][static_cast<std::size_t>(i)].resize(size);
-        else if (in_my_col(i))
-          col_[par][static_cast<std::size_t>(i)].resize(size);
-      }
+    for (auto* requests : {&row_req_, &col_req_})
+      for (auto& r : *requests) r.assign(static_cast<std::size_t>(nt_), MPI_REQUEST_NULL);
+    linalg::detail::RankShare share;
+    share.layout = &layout_, share.p = p_, share.q = q_, share.row = c_.row, share.col = c_.col;
+    share.local = a.local_data(), share.local_elements = a.local_elements();
+    share.offsets.assign(static_cast<std::size_t>(nt_ * nt_), -1);
+    for (std::int64_t j = 0; j < nt_; ++j)
+      for (std::int64_t i = j; i < nt_; ++i)
+        if (a.owns(i, j))
+          share.offsets[static_cast<std::size_t>(i * nt_ + j)] = a.tile(i, j) - a.local_data();
+    linalg::detail::RecordFailure record = [this](std::int64_t k, std::int64_t i, std::int64_t j,
+                                                  std::exception_ptr error,
+                                                  const FailedTile& tile) {
+      this->record(failure_key(nt_, k, i, j), std::move(error), tile);
+    };
+    kern_ = device < 0
+                ? make_host_rank_kernels(share, variants, policy, c_.threads, record)
+                : linalg::detail::make_device_rank_kernels(device, share, variants, policy, record);
   }
+
+  [[nodiscard]] std::int64_t scratch_bytes() const { return kern_->scratch_bytes(); }
 
   RankFailure run() {
     factor_panel(0);
     finish_panel(0);
     for (std::int64_t k = 0; k + 1 < nt_; ++k) {
       // Whether this rank computes step k is fixed before panel k + 1 can add a failure, so
-      // every GEMM of step k runs on a rank that was sound when the step began.
+      // every GEMM of step k runs on a rank that was sound when the step began (a GPU rank
+      // learns of its own overflows when it polls; results after one are discarded anyway).
+      if (kern_->poll()) failed_ = true;
       const bool skip = failed_;
       update(k, k + 1, k + 1, skip, false);
       factor_panel(k + 1);
       update(k, k + 2, nt_ - 1, skip, true);
       finish_panel(k + 1);
     }
+    kern_->finish();
     return std::move(first_);
   }
 
@@ -85,17 +93,25 @@ class Steps {
   [[nodiscard]] bool in_my_col(std::int64_t i) const { return i % q_ == c_.col; }
   [[nodiscard]] int parity(std::int64_t k) const { return static_cast<int>(k % 2); }
 
-  // L(i, k) as this rank holds it during step k: from its row's broadcast when i is in its
-  // process row, else from its column's.
-  [[nodiscard]] const float* panel(std::int64_t k, std::int64_t i) const {
-    const auto& set = in_my_row(i) ? row_ : col_;
-    return set[static_cast<std::size_t>(parity(k))][static_cast<std::size_t>(i)].data();
+  // The buffer of L(i, k) for steps of parity `par`: its row's broadcast when i is in this
+  // rank's process row, else its column's; the status word after height(i) nb floats.
+  [[nodiscard]] float* buffer(int par, std::int64_t i) const { return kern_->panel_buffer(par, i); }
+  [[nodiscard]] std::int64_t buffer_size(std::int64_t i) const { return height(i) * nb_ + 1; }
+  void mark(int par, std::int64_t i) const {
+    buffer(par, i)[height(i) * nb_] = failed_ ? 1.0f : 0.0f;
+  }
+  void hear(int par, std::int64_t i) {
+    if (buffer(par, i)[height(i) * nb_] != 0.0f) failed_ = true;
   }
 
   // Keeps the earliest failure (called from OpenMP threads).
   void record(std::int64_t key, std::exception_ptr error, FailedTile tile) {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (key < first_.key) first_ = RankFailure{key, std::move(error), tile};
+  }
+  [[nodiscard]] bool any_failure() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return first_.key != kNoFailure;
   }
 
   void count(const Comm& comm, int root, std::int64_t elements) {
@@ -122,62 +138,38 @@ class Steps {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  void mark(std::vector<float>& buffer) const { buffer.back() = failed_ ? 1.0f : 0.0f; }
-  void hear(const std::vector<float>& buffer) {
-    if (buffer.back() != 0.0f) failed_ = true;
-  }
-
   // POTRF of (k, k) and its broadcast down column k mod Q, TRSM of the owned panel tiles, and
   // the row broadcasts of panel k posted (not waited for).
   void factor_panel(std::int64_t k) {
     const int par = parity(k);
     const std::int64_t hk = height(k);
     const int kr = static_cast<int>(k % p_), kc = static_cast<int>(k % q_);
+    kern_->reuse_buffers(par);
     if (c_.col == kc) {
+      float* diag = kern_->diagonal_buffer();
       if (c_.row == kr) {
-        float* t = a_.tile(k, k);
-        if (!failed_) potrf(k, t);
-        std::memcpy(diag_.data(), t, static_cast<std::size_t>(hk * hk) * sizeof(float));
-        diag_[static_cast<std::size_t>(hk * hk)] = failed_ ? 1.0f : 0.0f;
+        if (!failed_) kern_->factor_diagonal(k);
+        if (any_failure()) failed_ = true;
+        diag[hk * hk] = failed_ ? 1.0f : 0.0f;
       }
       MPI_Request request = MPI_REQUEST_NULL;
-      post(diag_.data(), hk * hk + 1, kr, c_.col_comm, &request);
+      post(diag, hk * hk + 1, kr, c_.col_comm, &request);
       wait(&request, 1);
-      if (diag_[static_cast<std::size_t>(hk * hk)] != 0.0f) failed_ = true;
+      if (diag[hk * hk] != 0.0f) failed_ = true;
       std::vector<std::int64_t> mine;
       for (std::int64_t i = k + 1; i < nt_; ++i)
         if (in_my_row(i)) mine.push_back(i);
       if (!failed_) {
-#pragma omp parallel for schedule(dynamic) num_threads(c_.threads)
-        for (std::size_t x = 0; x < mine.size(); ++x) {
-          const std::int64_t i = mine[x];
-          linalg::detail::trsm_right_lower_trans(height(i), hk, diag_.data(), hk, a_.tile(i, k),
-                                                 height(i));
-        }
+        kern_->diagonal_arrived(k);
+        kern_->solve_panel(k, mine);
       }
-      for (const std::int64_t i : mine) {
-        auto& buffer = row_[par][static_cast<std::size_t>(i)];
-        std::memcpy(buffer.data(), a_.tile(i, k),
-                    static_cast<std::size_t>(height(i) * hk) * sizeof(float));
-        mark(buffer);
-      }
+      for (const std::int64_t i : mine) mark(par, i);
     }
     for (std::int64_t i = k + 1; i < nt_; ++i)
-      if (in_my_row(i)) {
-        auto& buffer = row_[par][static_cast<std::size_t>(i)];
-        post(buffer.data(), static_cast<std::int64_t>(buffer.size()), kc, c_.row_comm,
+      if (in_my_row(i))
+        post(buffer(par, i), buffer_size(i), kc, c_.row_comm,
              &row_req_[par][static_cast<std::size_t>(i)]);
-      }
     next_column_ = k + 1;
-  }
-
-  void potrf(std::int64_t k, float* t) {
-    try {
-      potrf_tile(layout_, k, t, policy_);
-    } catch (...) {
-      record(failure_key(nt_, k, k, k), std::current_exception(), FailedTile{k, k});
-      failed_ = true;
-    }
   }
 
   // Posts the column broadcasts of panel k from next_column_ on, in increasing i on every rank
@@ -192,8 +184,7 @@ class Steps {
       const int root = static_cast<int>(i % p_);
       auto& request = col_req_[par][static_cast<std::size_t>(i)];
       if (root != c_.row) {
-        auto& buffer = col_[par][static_cast<std::size_t>(i)];
-        post(buffer.data(), static_cast<std::int64_t>(buffer.size()), root, c_.col_comm, &request);
+        post(buffer(par, i), buffer_size(i), root, c_.col_comm, &request);
         continue;
       }
       auto& arrived = row_req_[par][static_cast<std::size_t>(i)];
@@ -204,10 +195,9 @@ class Steps {
         check_mpi(MPI_Test(&arrived, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (!done) return;
       }
-      auto& buffer = row_[par][static_cast<std::size_t>(i)];
-      hear(buffer);
-      mark(buffer);
-      post(buffer.data(), static_cast<std::int64_t>(buffer.size()), root, c_.col_comm, &request);
+      hear(par, i);
+      mark(par, i);
+      post(buffer(par, i), buffer_size(i), root, c_.col_comm, &request);
     }
   }
 
@@ -224,51 +214,30 @@ class Steps {
   }
 
   // Completes panel k: forwards the rest of the row broadcasts down the process columns, waits
-  // for all.
+  // for all, and hands the panel to the kernels.
   void finish_panel(std::int64_t k) {
     const int par = parity(k);
     forward_columns(k, true);
     wait(row_req_[par].data(), static_cast<int>(nt_));
     wait(col_req_[par].data(), static_cast<int>(nt_));
-    for (std::int64_t i = k + 1; i < nt_; ++i) {
-      if (in_my_row(i))
-        hear(row_[par][static_cast<std::size_t>(i)]);
-      else if (in_my_col(i) && i + 1 < nt_)
-        hear(col_[par][static_cast<std::size_t>(i)]);
-    }
+    for (std::int64_t i = k + 1; i < nt_; ++i)
+      if (in_my_row(i) || (in_my_col(i) && i + 1 < nt_)) hear(par, i);
+    if (!failed_) kern_->panel_arrived(k);
   }
 
   // Step k's updates of this rank's tiles (i, j) with j in [j_first, j_last], i >= j; with
-  // `progress` panel k + 1's broadcasts are moved on between tiles.
+  // `progress_next` panel k + 1's broadcasts are moved on while they run.
   void update(std::int64_t k, std::int64_t j_first, std::int64_t j_last, bool skip,
               bool progress_next) {
     if (skip) return;
-    std::vector<std::pair<std::int64_t, std::int64_t>> tiles;
-    for (std::int64_t j = j_first; j <= j_last; ++j)
-      for (std::int64_t i = j; i < nt_ && in_my_col(j); ++i)
-        if (in_my_row(i)) tiles.emplace_back(i, j);
-#pragma omp parallel for schedule(dynamic) num_threads(c_.threads)
-    for (std::size_t x = 0; x < tiles.size(); ++x) {
-      const auto [i, j] = tiles[x];
-      // The operands as cholesky_cpu passes them: L(i, k), L(j, k), ld = their heights.
-      const TileUpdate u{k, i, j, panel(k, i), panel(k, j), a_.tile(i, j)};
-      const GemmVariant v = variants_[static_cast<std::size_t>(i * nt_ + j)];
-      try {
-        update_tile(layout_, v, u);
-      } catch (...) {
-        record(failure_key(nt_, k, i, j), std::current_exception(),
-               classify_failure(layout_, v, u));
-      }
-      if (progress_next && omp_get_thread_num() == 0) progress(k + 1);
-    }
-    if (first_.key != kNoFailure) failed_ = true;
+    std::function<void()> progress_fn;
+    if (progress_next) progress_fn = [this, k] { progress(k + 1); };
+    kern_->update(k, j_first, j_last, progress_fn);
+    if (any_failure()) failed_ = true;
   }
 
-  DistTileMatrix& a_;
   const GridComms& c_;
   const linalg::TileLayout& layout_;
-  const std::vector<GemmVariant>& variants_;
-  const std::string& policy_;
   CholeskyTraffic& traffic_;
   std::int64_t nt_, nb_;
   int p_, q_;
@@ -276,9 +245,8 @@ class Steps {
   std::int64_t next_column_ = 0;  // the next column broadcast forward_columns considers
   RankFailure first_;
   std::mutex mutex_;
-  std::vector<float> diag_;
-  // Per panel parity, per tile row i: L(i, k) with its status word, and its pending broadcast.
-  std::array<std::vector<std::vector<float>>, 2> row_, col_;
+  std::unique_ptr<linalg::detail::RankKernels> kern_;
+  // Per panel parity, per tile row i: the pending broadcast of L(i, k).
   std::array<std::vector<MPI_Request>, 2> row_req_, col_req_;
 };
 
@@ -294,24 +262,22 @@ void check_mpi(int code, const char* call) {
             1);
 }
 
-std::int64_t panel_buffer_bytes(const DistTileMatrix& a, const GridComms& comms) {
-  const linalg::TileLayout& layout = a.layout();
-  const std::int64_t nb = layout.tile_size();
-  std::int64_t elements = nb * nb + 1;
-  for (std::int64_t i = 1; i < layout.tile_rows(); ++i)
-    if (i % a.grid().rows == comms.row || i % a.grid().cols == comms.col)
-      elements += 2 * (layout.tile_height(i) * nb + 1);
-  return elements * static_cast<std::int64_t>(sizeof(float));
-}
-
 RankFailure factor_steps(DistTileMatrix& a, const GridComms& comms,
                          const std::vector<GemmVariant>& variants, const std::string& policy_name,
-                         CholeskyTraffic& traffic) {
-  // The buffers are the only allocation: agreed on, so no rank starts the schedule alone.
+                         int device, CholeskyTraffic& traffic, std::int64_t* scratch) {
+  // The buffers (and a GPU rank's device copy) are the only allocations: agreed on, so no rank
+  // starts the schedule alone.
   std::unique_ptr<Steps> steps;
   agree(a.comm(),
-        [&] { steps = std::make_unique<Steps>(a, comms, variants, policy_name, traffic); });
-  return steps->run();
+        [&] { steps = std::make_unique<Steps>(a, comms, variants, policy_name, traffic, device); });
+  *scratch = std::max(*scratch, steps->scratch_bytes());
+  try {
+    return steps->run();
+  } catch (const std::exception& e) {
+    // Not a failure of the arithmetic (those are recorded, never thrown) but of the machinery
+    // (a CUDA or cuBLAS call): the other ranks may already wait on this one's broadcasts.
+    abort_job(std::string("MPI tile Cholesky: ") + e.what(), 1);
+  }
 }
 
 }  // namespace halfscope::mpi::detail

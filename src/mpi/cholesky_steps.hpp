@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/tiles.hpp"
 #include "linalg/cholesky_cpu.hpp"
+#include "linalg/rank_kernels.hpp"
 
 namespace halfscope::mpi::detail {
 
@@ -51,35 +53,25 @@ struct GridComms {
   int threads = 1;
 };
 
-/// One trailing update of step k: tile C = (i, j) (i >= j > k) -= L(i, k) L(j, k)^T, the
-/// operands with ld = their tile heights.
-struct TileUpdate {
-  std::int64_t k, i, j;
-  const float* lik;
-  const float* ljk;
-  float* c;
-};
-
-/// The tile kernels of cholesky_cpu, called as it calls them (cholesky_tile_ops.cpp): POTRF of
-/// diagonal tile k (NotPositiveDefinite with cholesky_tiles' text, naming `policy`); SYRK (i == j)
-/// or the GEMM in variant v; after a failed GEMM, which of its inputs did not fit FP16.
-void potrf_tile(const linalg::TileLayout& layout, std::int64_t k, float* tile,
-                const std::string& policy);
-void update_tile(const linalg::TileLayout& layout, linalg::GemmVariant v, const TileUpdate& u);
-linalg::detail::FailedTile classify_failure(const linalg::TileLayout& layout, linalg::GemmVariant v,
-                                            const TileUpdate& u);
-
-/// Bytes of the panel buffers factor_steps allocates on this rank (two panels of the tiles of
-/// this rank's process row and column, each with its status word, and one diagonal tile).
-std::int64_t panel_buffer_bytes(const DistTileMatrix& a, const GridComms& comms);
+/// A CPU rank's kernels (cholesky_tile_ops.cpp): those of cholesky_cpu, called as it calls
+/// them (POTRF with cholesky_tiles' text naming `policy`; SYRK on the diagonal, the GEMM in the
+/// tile's variant elsewhere; after a failed GEMM, which of its inputs did not fit FP16), the
+/// updates spread over `threads` OpenMP threads, the panels in plain host buffers.
+std::unique_ptr<linalg::detail::RankKernels> make_host_rank_kernels(
+    const linalg::detail::RankShare& share, const std::vector<linalg::GemmVariant>& variants,
+    const std::string& policy, int threads, linalg::detail::RecordFailure record);
 
 /// Runs every step of the factorization of `a` once, the GEMMs updating tile (i, j) in
-/// variants[i * NT + j]; adds its communication to `traffic`. Never throws a failure of the
-/// arithmetic: the earliest one this rank met is returned, after every broadcast of the schedule
-/// has been completed (a failing rank marks what it sends and stops computing, so no rank waits
-/// for it). A failed MPI call ends the job (abort_job): the other ranks could wait on it forever.
+/// variants[i * NT + j], on this rank's CPU (device < 0) or on CUDA device `device` (a GPU rank:
+/// its tiles copied there and back); adds its communication to `traffic` and raises *scratch to
+/// the bytes of buffers and device memory it took. Never throws a failure of the arithmetic: the
+/// earliest one this rank met is returned, after every broadcast of the schedule has been
+/// completed (a failing rank marks what it sends and stops computing, so no rank waits for it).
+/// A failed MPI, CUDA or cuBLAS call during the steps ends the job (abort_job): the other ranks
+/// could wait on it forever.
 RankFailure factor_steps(DistTileMatrix& a, const GridComms& comms,
                          const std::vector<linalg::GemmVariant>& variants,
-                         const std::string& policy_name, CholeskyTraffic& traffic);
+                         const std::string& policy_name, int device, CholeskyTraffic& traffic,
+                         std::int64_t* scratch);
 
 }  // namespace halfscope::mpi::detail

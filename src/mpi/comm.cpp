@@ -9,6 +9,7 @@
 #include <new>
 #include <utility>
 
+#include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::mpi {
@@ -278,6 +279,18 @@ void abort_job(const std::string& message, int status) noexcept {
   std::fflush(stderr);
   if (active()) MPI_Abort(MPI_COMM_WORLD, status);
   std::_Exit(status);
+}
+
+int rank_device(const Comm& comm) {
+  MPI_Comm host = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &host) !=
+      MPI_SUCCESS)
+    throw Error("MPI_Comm_split_type failed: cannot tell the ranks of this host apart");
+  int local = 0;
+  MPI_Comm_rank(host, &local);
+  MPI_Comm_free(&host);
+  const auto devices = static_cast<int>(query_devices().devices.size());
+  return devices > 0 ? local % devices : -1;
 }
 
 }  // namespace halfscope::mpi

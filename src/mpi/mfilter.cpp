@@ -72,7 +72,7 @@ MfPart matched_filter(const Comm& comm, const Array& templates, const Array& dat
                       const MfOptions& options, const MfNetwork& network, const MfSplit& split) {
   const mfilter::Prepared p =
       mf::prepare_everywhere(comm, templates, data, options, network, "mpi::matched_filter");
-  const int device = mf::rank_device(comm);
+  const int device = rank_device(comm);
   MfPart part;
   part.full_shape = p.out_shape;
   agree(comm, [&] {

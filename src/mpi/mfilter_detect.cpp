@@ -87,7 +87,7 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
   agree(comm, [&] { mfilter::validate_detect_options(detect, o.step); });
   const mfilter::Prepared p =
       mf::prepare_everywhere(comm, templates, data, o, network, "mpi::matched_filter_detect");
-  const int device = mf::rank_device(comm);
+  const int device = rank_device(comm);
   const std::int64_t n = p.dims.n_corr, step = p.dims.step;
   // A GPU rank searches an absolute threshold on its device, chunk by chunk, when no caller wants
   // the stack part: a day's block of the network case is gigabytes that need not reach the host.

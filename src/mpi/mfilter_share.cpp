@@ -75,18 +75,6 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, c
   return p;
 }
 
-int rank_device(const Comm& comm) {
-  MPI_Comm host = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &host) !=
-      MPI_SUCCESS)
-    throw Error("MPI_Comm_split_type failed: cannot tell the ranks of this host apart");
-  int local = 0;
-  MPI_Comm_rank(host, &local);
-  MPI_Comm_free(&host);
-  const auto devices = static_cast<int>(query_devices().devices.size());
-  return devices > 0 ? local % devices : -1;
-}
-
 namespace {
 
 // The prepared call restricted to templates [t0, t1) x correlation times [c0, c1) (see

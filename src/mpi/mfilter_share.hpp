@@ -24,10 +24,6 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, c
                                      const MfOptions& options, const MfNetwork& network,
                                      const char* what);
 
-/// The CUDA device this rank uses: its rank among the ranks of its host (MPI_Comm_split_type,
-/// collective) modulo the devices the host has; -1 without a device. Collective over `comm`.
-int rank_device(const Comm& comm);
-
 /// Templates [t0, t1) x correlation times [c0, c1) of the prepared call, float32 on the host,
 /// shaped like the call's result ((rows, cols) or (rows, C, cols)), computed by the one-process
 /// path (run_cpu; on the GPU run_cuda_devices on `device`). A time block runs on a slice of the

@@ -159,11 +159,50 @@ def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):
     res = mpirun(2, "cholesky", tmp_path / "A.npy", "-o", out, "--grid", "2x2")
     assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
     assert "--grid 2x2" in errors(res)[0] and "2 MPI rank" in errors(res)[0]
-    # The GPU factorization does not run over ranks yet: refused by name, not run on the CPU.
-    res = mpirun(2, "--device", "cuda", "cholesky", tmp_path / "A.npy", "-o", out)
-    assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
-    assert "--device cuda" in errors(res)[0] and "CPU only" in errors(res)[0]
-    assert out.read_bytes() == b"an older result"
+    # GPU ranks on a host without a device: refused by name, not run on the CPU.
+    if cuda_devices() == 0:
+        res = mpirun(2, "--device", "cuda", "cholesky", tmp_path / "A.npy", "-o", out)
+        assert res.returncode == 2 and len(errors(res)) == 1, res.stderr
+        assert "--device cuda" in errors(res)[0] and "expected a CUDA device" in errors(res)[0]
+        assert out.read_bytes() == b"an older result"
+
+
+def cuda_devices():
+    """How many CUDA devices halfscope itself can use (`halfscope info --json`)."""
+    res = run("info", "--json")
+    assert res.returncode == 0, res.stderr
+    return len(json.loads(res.stdout)["devices"])
+
+
+@pytest.mark.parametrize("ranks,grid", [(2, "1x2"), (4, "2x2")])
+def test_gpu_ranks_factor_within_fp32_accuracy(tmp_path, ranks, grid):
+    """`--device cuda` over ranks: each rank factors its tiles on a GPU of its host (ranks share
+    them round-robin); L within the FP32 bounds of NumPy's FP64 factor, as the one-process GPU
+    run (tests/python/test_cholesky_cli.py), and the report names each rank's device."""
+    count = cuda_devices()
+    if count == 0:
+        pytest.skip("no CUDA device")
+    n = 2000
+    g = np.random.default_rng(9).standard_normal((n, n // 4))
+    a = np.eye(n) + g @ g.T / n  # kappa ~ 3: every bound below is about the arithmetic
+    np.save(tmp_path / "A.npy", a)
+    out, report = tmp_path / "L.npy", tmp_path / "r.json"
+    res = mpirun(ranks, "--device", "cuda", "cholesky", tmp_path / "A.npy", "-o", out, "--tile",
+                 128, "--grid", grid, "--check", "--report", report)
+    assert res.returncode == 0, res.stderr
+    L = np.load(out).astype(np.float64)
+    assert not np.triu(L, 1).any()
+    a32 = a.astype(np.float32).astype(np.float64)
+    u32 = 2.0 ** -24
+    backward = np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32)
+    assert backward <= 2 * (n + 1) * u32 * np.trace(a32) / np.linalg.norm(a32), backward
+    ref = np.linalg.cholesky(a)
+    assert np.linalg.norm(L - ref) / np.linalg.norm(ref) <= 1e-4
+    r = json.loads(report.read_text())
+    assert r["device"] == "cuda", r
+    # One host: rank k is the host's rank k, on device k mod count.
+    assert r["device_per_rank"] == [k % count for k in range(ranks)], r
+    assert r["ranks"] == ranks and r["bytes_moved"] > 0, r
 
 
 @pytest.mark.parametrize("args,words", [
@@ -172,7 +211,7 @@ def test_bad_input_exits_2_once_and_keeps_the_output(tmp_path):
     (["--device-memory", "1.5G"], ["--device-memory", "K, M, G or T", "found '1.5G'"]),
 ])
 def test_gpu_options_refused_over_ranks(tmp_path, args, words):
-    """--devices / --device-memory name GPU work; the MPI factorization runs on CPU ranks only, so
+    """--devices / --device-memory are one-process options (GPU ranks take --device cuda), so
     every rank refuses them alike (one message, exit 2) before reading the input."""
     np.save(tmp_path / "A.npy", spd(40))
     out = tmp_path / "L.npy"

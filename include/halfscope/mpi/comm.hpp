@@ -134,4 +134,8 @@ void agree(const Comm& comm, F&& step) {
 /// the end of every rank (never a hang in a collective).
 [[noreturn]] void abort_job(const std::string& message, int status) noexcept;
 
+/// The CUDA device a GPU rank uses: its rank among the ranks of its host (MPI_Comm_split_type)
+/// modulo the devices the host has; -1 without a device. Collective over `comm`.
+int rank_device(const Comm& comm);
+
 }  // namespace halfscope::mpi

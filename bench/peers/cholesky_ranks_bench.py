@@ -8,6 +8,7 @@ panels broadcast through page-locked host buffers), on the same file, for each p
 is the report's factor_ms (the factorization call; for ranks the slowest rank's, its upload and
 download of the rank's tiles included); the file reading and writing are not timed. Ranks beyond
 the host's devices share them (the figure is then the overhead of the rank path, not scaling).
+One rank is not measured: a job of one process runs the one-process path.
 Accuracy: each ranks factor against the one-process factor, max |dL| / max |L|. The matrix:
 A_ij = exp(-|i - j| / 256) + [i == j] (SPD, kappa < 300), written in row blocks. Writes the
 benchmark JSON schema of bench/README.md.
@@ -75,9 +76,9 @@ def main(argv=None):
     ap.add_argument("--mpiexec", default=os.environ.get("HALFSCOPE_MPIEXEC",
                                                         "mpirun --oversubscribe"))
     ap.add_argument("--json", required=True, help="report to write")
-    ap.add_argument("--sizes", default="32768")
+    ap.add_argument("--sizes", default="24576")
     ap.add_argument("--tile", type=int, default=1024)
-    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--ranks", default="2,4", help="2 or more (one process runs the one-process path)")
     ap.add_argument("--policies", default="uniform:SP,band:SP=1,HP1=rest")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default=None, help="where the matrices go (default: a temp dir)")

@@ -383,7 +383,8 @@ void DeviceRank::plan() {
     const int par = static_cast<int>(k % 2);
     for (int phase = 0; phase < 3; ++phase) {
       Phase& ph = phases_[static_cast<std::size_t>(3 * k + phase)];
-      const std::int64_t j0 = k + 1 + phase, j1 = phase < 2 ? j0 : nt_ - 1;
+      // Columns k + 1, k + 2 and the rest, each within the matrix.
+      const std::int64_t j0 = k + 1 + phase, j1 = phase < 2 ? std::min(j0, nt_ - 1) : nt_ - 1;
       // Tiles of the pointer-array batches, by variant and full height.
       std::vector<std::pair<std::int64_t, std::int64_t>> bucket[4][2];
       constexpr GemmVariant kBatched[4] = {GemmVariant::SP, GemmVariant::TF32, GemmVariant::HP1,

@@ -79,7 +79,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default="24576")
     ap.add_argument("--tile", type=int, default=1024)
     ap.add_argument("--ranks", default="2,4", help="2 or more (one process runs the one-process path)")
-    ap.add_argument("--policies", default="uniform:SP,band:SP=1,HP1=rest")
+    ap.add_argument("--policies", default="uniform:SP;band:SP=1,HP1=rest",
+                    help="separated by ';' (a band policy holds commas)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default=None, help="where the matrices go (default: a temp dir)")
     args = ap.parse_args(argv)
@@ -95,7 +96,7 @@ def main(argv=None):
     for n in map(int, args.sizes.split(",")):
         a = work / f"A{n}.npy"
         write_matrix(a, n)
-        for policy in args.policies.split(","):
+        for policy in args.policies.split(";"):
             params = {"n": n, "tile": args.tile, "policy": policy, "matrix":
                       "exp(-|i-j|/256) + I, float32 .npy", "time": "report factor_ms"}
             base = [args.cli, "--device", "cuda", "cholesky", str(a), "--tile", str(args.tile),

@@ -8,7 +8,9 @@ panels broadcast through page-locked host buffers), on the same file, for each p
 is the report's factor_ms (the factorization call; for ranks the slowest rank's, its upload and
 download of the rank's tiles included); the file reading and writing are not timed. Ranks beyond
 the host's devices share them (the figure is then the overhead of the rank path, not scaling).
-One rank is not measured: a job of one process runs the one-process path.
+Each ranks run names its grid (--grid, the squarest P x Q), which a job of one rank needs to take
+the rank path. The one-process runs: the matrix placed on the device before the timer
+(--device cuda), and from host memory (--devices 0: the library copies it, as a rank does).
 Accuracy: each ranks factor against the one-process factor, max |dL| / max |L|. The matrix:
 A_ij = exp(-|i - j| / 256) + [i == j] (SPD, kappa < 300), written in row blocks. Writes the
 benchmark JSON schema of bench/README.md.
@@ -78,7 +80,7 @@ def main(argv=None):
     ap.add_argument("--json", required=True, help="report to write")
     ap.add_argument("--sizes", default="24576")
     ap.add_argument("--tile", type=int, default=1024)
-    ap.add_argument("--ranks", default="2,4", help="2 or more (one process runs the one-process path)")
+    ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--policies", default="uniform:SP;band:SP=1,HP1=rest",
                     help="separated by ';' (a band policy holds commas)")
     ap.add_argument("--repeats", type=int, default=2)
@@ -102,15 +104,24 @@ def main(argv=None):
             base = [args.cli, "--device", "cuda", "cholesky", str(a), "--tile", str(args.tile),
                     "--policy", policy]
             one_l = work / "L-one.npy"
+            stats, _ = factor([*base, "--devices", "0"], one_l, args.repeats)
+            cases.append({"implementation": "halfscope", "method": "tile-cholesky-one-process",
+                          "precision": policy,
+                          "params": dict(params, ranks="none", matrix_in="host (--devices 0)"),
+                          **stats})
+            print(f"n {n} {policy}: one process, host matrix {stats['median_ms']:.1f} ms",
+                  flush=True)
             stats, _ = factor(base, one_l, args.repeats)
             one_ms = stats["median_ms"]
             cases.append({"implementation": "halfscope", "method": "tile-cholesky-one-process",
-                          "precision": policy, "params": dict(params, ranks="none"), **stats})
-            print(f"n {n} {policy}: one process {one_ms:.1f} ms", flush=True)
+                          "precision": policy,
+                          "params": dict(params, ranks="none", matrix_in="device"), **stats})
+            print(f"n {n} {policy}: one process, device matrix {one_ms:.1f} ms", flush=True)
             for ranks in map(int, args.ranks.split(",")):
                 out = work / f"L-{ranks}.npy"
-                stats, report = factor([*shlex.split(args.mpiexec), "-np", str(ranks), *base], out,
-                                       args.repeats)
+                p = max(d for d in range(1, ranks + 1) if ranks % d == 0 and d * d <= ranks)
+                stats, report = factor([*shlex.split(args.mpiexec), "-np", str(ranks), *base,
+                                        "--grid", f"{p}x{ranks // p}"], out, args.repeats)
                 diff = max_rel_diff(out, one_l)
                 cases.append({"implementation": "halfscope", "method": "tile-cholesky-gpu-ranks",
                               "precision": policy,

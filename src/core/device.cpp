@@ -109,6 +109,22 @@ bool cuda_available() {
   return available;
 }
 
+void prepare_device(int device) {
+#if HALFSCOPE_WITH_CUDA
+  const auto count = static_cast<int>(query_devices().devices.size());
+  if (device < 0 || device >= count)
+    throw InvalidInput("CUDA device " + std::to_string(device) + " does not exist (this host has " +
+                       std::to_string(count) + ")");
+  if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    const cudaError_t e = cudaGetLastError();
+    throw CudaError("CUDA device " + std::to_string(device) +
+                    ": cannot create its context: " + cudaGetErrorString(e));
+  }
+#else
+  throw Unsupported("CUDA device " + std::to_string(device) + ": halfscope was built without CUDA");
+#endif
+}
+
 DeviceKind parse_device_kind(const std::string& text) {
   std::string t = text;
   std::transform(t.begin(), t.end(), t.begin(),

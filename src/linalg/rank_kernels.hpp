@@ -28,6 +28,8 @@ struct RankShare {
   float* local = nullptr;
   std::int64_t local_elements = 0;
   std::vector<std::int64_t> offsets;
+  /// Host threads this rank may use (its share of its host's cores).
+  int threads = 1;
 
   [[nodiscard]] bool in_row(std::int64_t i) const { return i % p == row; }
   [[nodiscard]] bool in_col(std::int64_t i) const { return i % q == col; }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/staged_copy.hpp"
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cusolver.hpp"
@@ -101,10 +102,10 @@ class DeviceRank final : public RankKernels {
     HS_CUBLAS_CHECK(cublasSetStream(ublas_.get(), u_.get()));
     allocate();
     plan();
-    HS_CUDA_CHECK(cudaMemcpyAsync(local_, s_.local,
-                                  static_cast<std::size_t>(s_.local_elements) * sizeof(float),
-                                  cudaMemcpyHostToDevice, p_.get()));
-    HS_CUDA_CHECK(cudaStreamSynchronize(p_.get()));
+    // Pageable host tiles: staged on the rank's threads (one thread's pageable copy ran at
+    // 6.6 GB/s on an H200 host, staged_copy.hpp).
+    cuda::upload_staged(local_, s_.local, s_.local_elements * std::int64_t{4},
+                        std::min(cuda::staging_threads(1), s_.threads));
   }
 
   ~DeviceRank() override {
@@ -228,9 +229,8 @@ class DeviceRank final : public RankKernels {
   void finish() override {
     HS_CUDA_CHECK(cudaStreamSynchronize(u_.get()));
     HS_CUDA_CHECK(cudaStreamSynchronize(p_.get()));
-    HS_CUDA_CHECK(cudaMemcpy(s_.local, local_,
-                             static_cast<std::size_t>(s_.local_elements) * sizeof(float),
-                             cudaMemcpyDeviceToHost));
+    cuda::download_staged(s_.local, local_, s_.local_elements * std::int64_t{4},
+                          std::min(cuda::staging_threads(1), s_.threads));
     FailureCode code = kNoFailure;
     HS_CUDA_CHECK(cudaMemcpy(&code, flag_, sizeof(code), cudaMemcpyDeviceToHost));
     if (code != kNoFailure) report(code);

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/pinned_pool.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/backends.hpp"
 #include "mfilter/kernels/baseline_tuning.hpp"
 #include "mfilter/kernels/detect.cuh"
-#include "mfilter/pinned_pool.hpp"
 
 namespace halfscope::mfilter {
 
@@ -113,7 +113,7 @@ CandidateSearch::CandidateSearch(cudaStream_t stream) : s_(std::make_unique<Stat
   s_->count = Buffer::allocate(sizeof(unsigned long long), Memory::device);
   s_->out = Buffer::allocate(s_->capacity * static_cast<std::int64_t>(sizeof(kernels::Candidate)),
                              Memory::device);
-  s_->box = acquire_pinned(sizeof(unsigned long long));  // cached across calls
+  s_->box = cuda::acquire_pinned(sizeof(unsigned long long));  // cached across calls
 }
 
 CandidateSearch::~CandidateSearch() {

@@ -15,8 +15,8 @@
 #include "halfscope/core/error.hpp"
 
 #if HALFSCOPE_WITH_CUDA
+#include "core/staged_copy.hpp"
 #include "halfscope/core/cuda.hpp"
-#include "mfilter/staged_upload.hpp"
 #endif
 
 namespace halfscope::mfilter {
@@ -243,14 +243,14 @@ class ResidentData {
       return std::pair<std::int64_t, std::int64_t>{channels * k / n, channels * (k + 1) / n};
     };
     const float* host = p.data.data_as<float>();
-    const int threads = staging_threads(static_cast<int>(devices_.size()));
+    const int threads = cuda::staging_threads(static_cast<int>(devices_.size()));
     on_threads(devices_.size(), devices_, [&](std::size_t i) {
       HS_CUDA_CHECK(cudaSetDevice(devices_[i]));
       copies_[i] = Array(DType::f32, p.data.shape(), Memory::device);
       const auto [first, last] = slice(i);
       // Synchronous: the slice is on the device before a peer reads it.
-      upload_staged(copies_[i].data_as<float>() + first * row, host + first * row,
-                    (last - first) * row * 4, threads);
+      cuda::upload_staged(copies_[i].data_as<float>() + first * row, host + first * row,
+                          (last - first) * row * 4, threads);
     });
     on_threads(devices_.size(), devices_, [&](std::size_t i) {
       const int device = devices_[i];

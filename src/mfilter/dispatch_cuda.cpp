@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/pinned_pool.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/chunking.hpp"
 #include "mfilter/dispatch.hpp"
-#include "mfilter/pinned_pool.hpp"
 
 namespace halfscope::mfilter {
 
@@ -251,8 +251,8 @@ void for_each_chunk(const Prepared& p, float* device_out, bool detect, std::int6
     sl.out.emplace(rows * max_n * 4, sl.stream.get());
     sl.moveouts.emplace(n_mo * 8, sl.stream.get());
     if (!single) {
-      sl.up = acquire_pinned(mo_offset + n_mo * 8);  // cached across calls (pinned_pool.hpp)
-      if (!detect) sl.down = acquire_pinned(rows * max_n * 4);
+      sl.up = cuda::acquire_pinned(mo_offset + n_mo * 8);  // cached across calls (pinned_pool.hpp)
+      if (!detect) sl.down = cuda::acquire_pinned(rows * max_n * 4);
     }
     if (single) break;
   }
@@ -400,7 +400,7 @@ class ChunkSearch {
         search_(s) {
     if (o.type == ThresholdType::Mad) {
       med_dev_ = Buffer::allocate(std::max<std::int64_t>(templates, 1) * 8, Memory::device);
-      med_host_ = acquire_pinned(std::max<std::int64_t>(templates, 1) * 8);
+      med_host_ = cuda::acquire_pinned(std::max<std::int64_t>(templates, 1) * 8);
     } else {
       upload_thresholds();  // absolute thresholds are the same for every chunk: uploaded once
     }

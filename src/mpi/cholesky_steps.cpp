@@ -52,6 +52,7 @@ class Steps {
     linalg::detail::RankShare share;
     share.layout = &layout_, share.p = p_, share.q = q_, share.row = c_.row, share.col = c_.col;
     share.local = a.local_data(), share.local_elements = a.local_elements();
+    share.threads = c_.threads;
     share.offsets.assign(static_cast<std::size_t>(nt_ * nt_), -1);
     for (std::int64_t j = 0; j < nt_; ++j)
       for (std::int64_t i = j; i < nt_; ++i)

@@ -40,6 +40,11 @@ DeviceReport query_devices();
 /// True when at least one CUDA device can run kernels (cached after the first call).
 bool cuda_available();
 
+/// Makes CUDA device `device` the calling thread's current device and creates its context now,
+/// so that the first timed call on it does not pay for that (a few hundred ms). InvalidInput for
+/// a device this host does not have; Unsupported in a build without CUDA.
+void prepare_device(int device);
+
 /// Where an operation runs. `Auto` picks CUDA when a device is present, else the CPU.
 enum class DeviceKind { Auto, Cpu, Cuda };
 DeviceKind parse_device_kind(const std::string& text);  // "auto" | "cpu" | "cuda"

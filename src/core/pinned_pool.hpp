@@ -1,7 +1,8 @@
 // Internal: a process-wide cache of the pinned host buffers the GPU streaming stages chunks in
-// (dispatch_cuda.cpp). Page-locking costs about a second per GiB, so allocating up to two slots
-// x (upload + download) staging on every call cost more than the copies it speeds up for calls
-// of a few seconds; buffers now return here when a call ends and the next call reuses them.
+// (mfilter/dispatch_cuda.cpp, staged_copy.cpp). Page-locking costs about a second per GiB, so
+// allocating up to two slots x (upload + download) staging on every call cost more than the copies
+// it speeds up for calls of a few seconds; buffers now return here when a call ends and the next
+// call reuses them.
 #pragma once
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 
 #include "halfscope/core/array.hpp"
 
-namespace halfscope::mfilter {
+namespace halfscope::cuda {
 
 /// At most this many idle pinned bytes stay cached (the smallest idle buffers are released
 /// first when a returned buffer would exceed it): four staging buffers of the 256 MiB cap.
@@ -72,4 +73,4 @@ inline std::shared_ptr<Buffer> acquire_pinned(std::int64_t bytes) {
       raw, [owner = std::move(b)](Buffer*) mutable { detail::return_pinned(std::move(owner)); });
 }
 
-}  // namespace halfscope::mfilter
+}  // namespace halfscope::cuda

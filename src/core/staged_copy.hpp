@@ -1,12 +1,13 @@
-// Internal: host -> device copies of large pageable arrays through pinned staging on several host
-// threads (the data of a call spread over devices, devices.cpp).
+// Internal: copies of large pageable arrays between the host and a device through pinned staging
+// on several host threads (the data of a matched-filtering call spread over devices,
+// mfilter/devices.cpp; a GPU rank's tiles, linalg/rank_kernels_cuda.cu).
 #pragma once
 
 #include <cstdint>
 
 #include "halfscope/config.hpp"
 
-namespace halfscope::mfilter {
+namespace halfscope::cuda {
 
 #if HALFSCOPE_WITH_CUDA
 /// Copies `bytes` of pageable host memory `src` to device memory `dst` of the calling thread's
@@ -19,9 +20,14 @@ namespace halfscope::mfilter {
 /// share one stream, which measured as fast in the library, docs/scaling.md).
 void upload_staged(void* dst, const void* src, std::int64_t bytes, int threads);
 
+/// The way back: `bytes` of device memory `src` (the calling thread's current device) into
+/// pageable host memory `dst`, each thread's part through two pinned blocks (one's DMA runs while
+/// the other is copied out); returns when they are there.
+void download_staged(void* dst, const void* src, std::int64_t bytes, int threads);
+
 /// The host threads a device's upload_staged gets when `devices` devices upload at once: the
 /// host's hardware threads shared among them, from 1 to 8 each.
 int staging_threads(int devices);
 #endif
 
-}  // namespace halfscope::mfilter
+}  // namespace halfscope::cuda

@@ -34,15 +34,19 @@ std::int64_t tile_elements(const linalg::TileLayout& layout, std::int64_t i, std
 // The norms of every stored tile, on every rank: each tile's owner computes it with the FP64 sum
 // of linalg's tile_norms, the other ranks contribute zeros, so the sum over ranks is exact and
 // the table (hence the matrix norm and the variant table) equals the one-process one bit for bit.
-std::vector<double> global_norms(const DistTileMatrix& a) {
+std::vector<double> global_norms(const DistTileMatrix& a, int threads) {
   const linalg::TileLayout& layout = a.layout();
   const std::int64_t nt = layout.tile_rows(), ntc = layout.tile_cols();
   std::vector<double> norms(static_cast<std::size_t>(nt * ntc), 0.0);
-  for (std::int64_t j = 0; j < ntc; ++j)
-    for (std::int64_t i = 0; i < nt; ++i)
-      if (a.owns(i, j))
-        norms[static_cast<std::size_t>(i * ntc + j)] =
-            linalg::detail::frobenius_norm(a.tile(i, j), tile_elements(layout, i, j));
+  // Each tile's norm is one thread's sum, whatever the thread count: the same bits. Spread over
+  // the rank's share of the cores (a GPU rank's 1.2 GB of tiles took 0.2 s on one thread).
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (std::int64_t x = 0; x < nt * ntc; ++x) {
+    const std::int64_t i = x / ntc, j = x % ntc;
+    if (a.owns(i, j))
+      norms[static_cast<std::size_t>(x)] =
+          linalg::detail::frobenius_norm(a.tile(i, j), tile_elements(layout, i, j));
+  }
   a.comm().sum(std::span<double>(norms));
   return norms;
 }
@@ -176,12 +180,12 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
   linalg::CholeskyReport report;
   report.policy = options.policy.name();
   const std::int64_t nt = layout.tile_rows();
-  const std::vector<double> norms = global_norms(a);
+  const detail::GridComms comms(a.comm(), a.grid());
+  const std::vector<double> norms = global_norms(a, comms.threads);
   require_finite(a, norms);
   std::vector<GemmVariant> variants;
   agree(a.comm(),
         [&] { variants = linalg::detail::choose_variants(layout, norms, options.policy); });
-  const detail::GridComms comms(a.comm(), a.grid());
   // This rank's tiles as they came in, kept only when a retry may need them.
   std::vector<float> original;
   agree(a.comm(), [&] {

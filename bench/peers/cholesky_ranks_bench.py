@@ -139,7 +139,7 @@ def main(argv=None):
             one_l.unlink()
         a.unlink()
     report = {"benchmark": "cholesky-gpu-ranks", "date": datetime.date.today().isoformat(),
-              "commit": commit(), "device": {"name": d0["name"], "cc": d0["cc"],
+              "commit": commit(), "device": {"name": d0["name"], "cc": d0["compute_capability"],
                                              "count": len(info["devices"])},
               "cases": cases}
     write_report(pathlib.Path(args.json), report)

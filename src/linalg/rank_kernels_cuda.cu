@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/staged_copy.hpp"
+#include "halfscope/core/array.hpp"
 #include "halfscope/core/cublas.hpp"
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cusolver.hpp"
@@ -33,35 +34,6 @@
 
 namespace halfscope::linalg::detail {
 namespace {
-
-// Device memory of one allocation, freed when it goes (after the streams are drained).
-class DeviceBlock {
- public:
-  explicit DeviceBlock(std::int64_t bytes) {
-    HS_CUDA_CHECK(cudaMalloc(&p_, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1))));
-  }
-  ~DeviceBlock() { (void)cudaFree(p_); }
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-  [[nodiscard]] void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
-
-class PinnedBlock {
- public:
-  explicit PinnedBlock(std::int64_t bytes) {
-    HS_CUDA_CHECK(cudaMallocHost(&p_, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1))));
-  }
-  ~PinnedBlock() { (void)cudaFreeHost(p_); }
-  PinnedBlock(const PinnedBlock&) = delete;
-  PinnedBlock& operator=(const PinnedBlock&) = delete;
-  [[nodiscard]] void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
 
 // One pointer-array batch: `count` tiles of height m in variant v from `first` in the arrays.
 struct Batch {
@@ -249,10 +221,12 @@ class DeviceRank final : public RankKernels {
   [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
     return variants_[static_cast<std::size_t>(i * nt_ + j)];
   }
-  [[nodiscard]] float* panel32(int par) const { return static_cast<float*>(panel_[0][par]->get()); }
+  [[nodiscard]] float* panel32(int par) const {
+    return static_cast<float*>(panel_[0][par]->data());
+  }
   // Panel tile row i of parity `par` in format f (the FP32 copy for fp32).
   [[nodiscard]] void* operand(OperandFormat f, int par, std::int64_t i) const {
-    return static_cast<char*>(panel_[static_cast<int>(f)][par]->get()) +
+    return static_cast<char*>(panel_[static_cast<int>(f)][par]->data()) +
            i * nb_ * nb_ * format_bytes(f);
   }
 
@@ -273,6 +247,12 @@ class DeviceRank final : public RankKernels {
     record_(d.step, d.ti, d.tj, error, tile);
   }
 
+  // Device memory freed with this object (after the streams drain), counted in bytes_.
+  void* take(std::int64_t bytes) {
+    blocks_.push_back(Buffer::allocate(std::max<std::int64_t>(bytes, 1), Memory::device));
+    bytes_ += bytes;
+    return blocks_.back()->data();
+  }
   void allocate();
   void plan();
   void run(cublasHandle_t handle, cudaStream_t stream, int lane, std::int64_t k,
@@ -289,9 +269,9 @@ class DeviceRank final : public RankKernels {
   cuda::CublasHandle pblas_, ublas_;
   cuda::Event uploaded_[2], diagonal_up_;
   std::vector<std::unique_ptr<cuda::Event>> panel_ready_, col_done_, update_done_;
-  std::vector<std::unique_ptr<DeviceBlock>> blocks_;
-  std::unique_ptr<DeviceBlock> panel_[kFormats][2];
-  std::unique_ptr<PinnedBlock> pinned_;
+  std::vector<std::shared_ptr<Buffer>> blocks_;  // device memory, freed after the streams drain
+  std::shared_ptr<Buffer> panel_[kFormats][2];
+  std::shared_ptr<Buffer> pinned_;
   std::int64_t bytes_ = 0;
   bool formats_[kFormats] = {};
   float* local_ = nullptr;
@@ -313,11 +293,6 @@ class DeviceRank final : public RankKernels {
 };
 
 void DeviceRank::allocate() {
-  const auto take = [this](std::int64_t bytes) {
-    blocks_.push_back(std::make_unique<DeviceBlock>(bytes));
-    bytes_ += bytes;
-    return blocks_.back()->get();
-  };
   local_ = static_cast<float*>(take(s_.local_elements * 4));
   diagonal_ = static_cast<float*>(take(nb_ * nb_ * 4));
   bool c_used[kFormats] = {};
@@ -335,7 +310,7 @@ void DeviceRank::allocate() {
   for (int f = 0; f < kFormats; ++f)
     for (int par = 0; par < 2 && formats_[f]; ++par) {
       const std::int64_t bytes = panel_elems * format_bytes(static_cast<OperandFormat>(f));
-      panel_[f][par] = std::make_unique<DeviceBlock>(bytes);
+      panel_[f][par] = Buffer::allocate(bytes, Memory::device);
       bytes_ += bytes;
     }
   for (int f = 0; f < kFormats; ++f)
@@ -360,11 +335,12 @@ void DeviceRank::allocate() {
       panel_host_[static_cast<std::size_t>(par * nt_ + i)] = floats;
       floats += height(i) * nb_ + 1;
     }
-  pinned_ = std::make_unique<PinnedBlock>(16 + floats * 4);
+  pinned_ = Buffer::allocate(16 + floats * 4, Memory::pinned);
   bytes_ += 16 + floats * 4;
-  flag_host_ = static_cast<FailureCode*>(pinned_->get());
-  info_host_ = reinterpret_cast<int*>(static_cast<char*>(pinned_->get()) + 8);
-  host_ = reinterpret_cast<float*>(static_cast<char*>(pinned_->get()) + 16);
+  auto* base = static_cast<char*>(pinned_->data());
+  flag_host_ = reinterpret_cast<FailureCode*>(base);
+  info_host_ = reinterpret_cast<int*>(base + 8);
+  host_ = reinterpret_cast<float*>(base + 16);
 }
 
 void DeviceRank::plan() {
@@ -428,13 +404,11 @@ void DeviceRank::plan() {
     }
   }
   const auto upload = [this](const void* host, std::size_t bytes) {
-    void* dev =
-        blocks_.emplace_back(std::make_unique<DeviceBlock>(static_cast<std::int64_t>(bytes)))
-            ->get();
-    bytes_ += static_cast<std::int64_t>(bytes);
+    void* dev = take(static_cast<std::int64_t>(bytes));
     if (bytes > 0) HS_CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
     return dev;
   };
+
   const std::size_t ptr_bytes = a_host.size() * sizeof(void*);
   a_ptrs_ = static_cast<const void**>(upload(a_host.data(), ptr_bytes));
   b_ptrs_ = static_cast<const void**>(upload(b_host.data(), ptr_bytes));

@@ -1,6 +1,7 @@
 // Helpers of the GPU Cholesky tests that compare one factorization with another
-// (gpu_cholesky_devices.cpp, gpu_cholesky_out_of_core.cpp): a factor as a dense FP64 lower
-// triangle, its backward error with the bound of those files' headers, relative differences.
+// (gpu_cholesky_devices.cpp, gpu_cholesky_out_of_core.cpp, tests/mpi/test_cholesky_gpu.cpp): a
+// factor as a dense FP64 lower triangle, its backward error with the bound of those files'
+// headers, relative differences.
 #pragma once
 
 #include <algorithm>
@@ -18,16 +19,23 @@ struct Factored {
   CholeskyReport report;
 };
 
+// The lower triangle of a factored tile matrix, dense row-major FP64 (zeros above).
+inline std::vector<double> lower_of(const TileMatrix& t) {
+  const std::int64_t n = t.layout.rows();
+  const Array d = t.to_dense();
+  std::vector<double> l(static_cast<std::size_t>(n * n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j)
+      l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
+  return l;
+}
+
 inline Factored factor(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
                        const CholeskyOptions& opts, Memory memory) {
   TileMatrix t = test::tiled(a, n, nb, memory);
   Factored f;
   f.report = cholesky_tiles(t, opts);
-  const Array d = t.to_dense();
-  f.l.assign(static_cast<std::size_t>(n * n), 0.0);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j)
-      f.l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
+  f.l = lower_of(t);
   return f;
 }
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "../linalg/solve_test_support.hpp"
+#include "../linalg/cholesky_test_support.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
@@ -55,54 +55,6 @@ CholeskyOptions on_my_gpu(const Comm& world, const std::string& policy) {
   return o;
 }
 
-// Lower triangle, dense row-major FP64.
-std::vector<double> lower_of(const TileMatrix& t) {
-  const std::int64_t n = t.layout.rows();
-  const Array d = t.to_dense();
-  std::vector<double> l(static_cast<std::size_t>(n * n), 0.0);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j)
-      l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
-  return l;
-}
-
-double rel_diff(const std::vector<double>& x, const std::vector<double>& ref) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    num += (x[k] - ref[k]) * (x[k] - ref[k]);
-    den += ref[k] * ref[k];
-  }
-  return std::sqrt(num / den);
-}
-
-// ||L L^T - A||_F / ||A||_F and the bound e trace(A) / ||A||_F for the variants of `report`.
-std::pair<double, double> backward(const std::vector<double>& l, const std::vector<double>& a,
-                                   std::int64_t n, const CholeskyReport& report) {
-  double num = 0.0, den = 0.0, trace = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    trace += a[static_cast<std::size_t>(i * n + i)];
-    for (std::int64_t j = 0; j < n; ++j) {
-      double s = 0.0;
-      for (std::int64_t p = 0; p <= std::min(i, j); ++p)
-        s += l[static_cast<std::size_t>(i * n + p)] * l[static_cast<std::size_t>(j * n + p)];
-      const double aij = a[static_cast<std::size_t>(i * n + j)];
-      num += (s - aij) * (s - aij);
-      den += aij * aij;
-    }
-  }
-  double used = 0.0;
-  for (const GemmVariant v : linalg::all_gemm_variants())
-    if (report.count(v) > 0) used = std::max(used, lt::variant_term(v, n));
-  return {std::sqrt(num / den),
-          (lt::gamma(n + 1, std::ldexp(1.0, -24)) + used) * trace / std::sqrt(den)};
-}
-
-// The KMS matrix rounded to FP32, as the factorizations see it.
-std::vector<double> as_float(std::vector<double> a) {
-  for (double& x : a) x = static_cast<float>(x);
-  return a;
-}
-
 // The message of an error agree() raised, without its "MPI rank r: " prefix.
 std::string without_rank(const std::exception& e) {
   const std::string text = e.what();
@@ -115,14 +67,13 @@ TEST(MpiCholeskyGpu, GpuRanksAgreeWithTheCpuFactorWithinThePrecision) {
   // 300 = 4 x 64 + 44: a short last tile; 97 with tiles of 7: 14 tile rows, a deeper schedule.
   for (const auto& [n, nb] : {std::pair<std::int64_t, std::int64_t>{300, 64}, {97, 7}}) {
     const std::vector<double> a = lt::kms(n, kRho, 1.0);
-    const std::vector<double> a32 = as_float(a);
     const TileMatrix input = lt::tiled(a, n, nb, Memory::host);
     for (const std::string& policy : lt::builtin_policies()) {
       CholeskyOptions cpu_options;
       cpu_options.policy = linalg::parse_policy(policy);
       TileMatrix cpu = lt::tiled(a, n, nb, Memory::host);
       const CholeskyReport want = linalg::cholesky_tiles(cpu, cpu_options);
-      const std::vector<double> l_cpu = lower_of(cpu);
+      const std::vector<double> l_cpu = lt::lower_of(cpu);
       for (const ProcessGrid grid : grids(world.size())) {
         SCOPED_TRACE(policy + " n = " + std::to_string(n) + " on a " + std::to_string(grid.rows) +
                      " x " + std::to_string(grid.cols) + " grid");
@@ -135,10 +86,10 @@ TEST(MpiCholeskyGpu, GpuRanksAgreeWithTheCpuFactorWithinThePrecision) {
         EXPECT_EQ(world.sum(traffic.bytes_sent), world.sum(traffic.bytes_received));
         const TileMatrix l = d.gather(0);
         if (world.rank() != 0) continue;
-        const std::vector<double> l_gpu = lower_of(l);
-        const auto [err, bound] = backward(l_gpu, a32, n, got);
+        const lt::Factored f{lt::lower_of(l), got};
+        const auto [err, bound] = lt::backward(f, a, n);
         EXPECT_LE(err, bound);
-        EXPECT_LE(rel_diff(l_gpu, l_cpu), 4 * kKappaBound * bound);
+        EXPECT_LE(lt::rel_diff(f.l, l_cpu), 4 * kKappaBound * bound);
       }
     }
   }
@@ -157,7 +108,7 @@ TEST(MpiCholeskyGpu, LowPrecisionPoliciesReallyRunBelowFp32) {
     DistTileMatrix d = DistTileMatrix::scatter(world, input, ProcessGrid::for_ranks(world.size()));
     const CholeskyReport r = cholesky(d, on_my_gpu(world, policy));
     const TileMatrix l = d.gather(0);
-    if (world.rank() == 0) errors[x] = backward(lower_of(l), as_float(a), n, r).first;
+    if (world.rank() == 0) errors[x] = lt::backward(lt::Factored{lt::lower_of(l), r}, a, n).first;
   }
   if (world.rank() == 0) {
     EXPECT_GT(errors[1], 4 * errors[0]);
@@ -221,7 +172,7 @@ TEST(MpiCholeskyGpu, Fp16OverflowIsReportedAndRecoveredOnEveryRank) {
     EXPECT_GT(report.count(GemmVariant::HP1) + report.count(GemmVariant::HP2), 0);
     const TileMatrix l = r.gather(0);
     if (world.rank() == 0) {
-      const auto [err, bound] = backward(lower_of(l), as_float(a), n, report);
+      const auto [err, bound] = lt::backward(lt::Factored{lt::lower_of(l), report}, a, n);
       EXPECT_LE(err, bound);
     }
   }

@@ -38,6 +38,14 @@ std::string tile_text(std::int64_t ti, std::int64_t tj) {
   text += ")";
   return text;
 }
+
+NotPositiveDefinite pivot_failure(const std::string& policy, std::int64_t k, std::int64_t nb,
+                                  std::int64_t info) {
+  return NotPositiveDefinite("Cholesky with policy " + policy + ": tile " + tile_text(k, k) +
+                             " is not positive definite: leading minor of order " +
+                             std::to_string(k * nb + info) + " (global pivot index " +
+                             std::to_string(k * nb + info - 1) + ", 0-based)");
+}
 // Lower Cholesky of an n x n column-major FP32 tile; returns LAPACK's info (0, or the order of
 // the first leading minor that is not positive definite).
 std::int64_t potrf_lower(std::int64_t n, float* a, std::int64_t lda) {
@@ -163,12 +171,7 @@ void cholesky_cpu(TileMatrix& a, const std::vector<GemmVariant>& variants,
 #pragma omp task depend(inout : dep[kk]) firstprivate(k)
       guarded(slot, k, k, [&, k] {
         const std::int64_t info = potrf_lower(height(k), tile(k, k), height(k));
-        if (info > 0)
-          throw NotPositiveDefinite("Cholesky with policy " + policy_name + ": tile (" +
-                                    std::to_string(k) + ", " + std::to_string(k) +
-                                    ") is not positive definite: leading minor of order " +
-                                    std::to_string(k * nb + info) + " (global pivot index " +
-                                    std::to_string(k * nb + info - 1) + ", 0-based)");
+        if (info > 0) throw pivot_failure(policy_name, k, nb, info);
         // A rejected argument is a bug, not the matrix's: not a NumericalError, so that
         // --recover does not retry it with promoted precisions.
         if (info < 0) throw Error("LAPACKE_spotrf rejected argument " + std::to_string(-info));

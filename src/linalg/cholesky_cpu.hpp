@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/core/error.hpp"
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
 
@@ -12,6 +13,12 @@ namespace halfscope::linalg::detail {
 
 /// "(i, j)", the tile coordinates of every factorization and solve message.
 std::string tile_text(std::int64_t ti, std::int64_t tj);
+
+/// The error of a non-positive pivot: LAPACK / cuSOLVER `info` > 0 in diagonal tile (k, k) of
+/// tile size nb, naming the tile, the leading minor and the global pivot index under `policy`
+/// (every factorization path, CPU, GPU and MPI ranks, reports it in these words).
+NotPositiveDefinite pivot_failure(const std::string& policy, std::int64_t k, std::int64_t nb,
+                                  std::int64_t info);
 
 /// What failed in a GEMM update (for --recover's promotion): an FP16 operand tile of L, a C
 /// entry rounded to FP16 (HP2 / HP3), or anything else (a result, a pivot).

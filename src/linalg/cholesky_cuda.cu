@@ -106,11 +106,7 @@ void throw_first_failure(const Factor& fc, const std::vector<int>& infos, Failur
     if (info < 0)
       throw CudaError("cusolverDnSpotrf rejected argument " + std::to_string(-info) + " at tile " +
                       tile_text(k, k));
-    throw NotPositiveDefinite("Cholesky with policy " + policy_name + ": tile (" +
-                              std::to_string(k) + ", " + std::to_string(k) +
-                              ") is not positive definite: leading minor of order " +
-                              std::to_string(k * nb + info) + " (global pivot index " +
-                              std::to_string(k * nb + info - 1) + ", 0-based)");
+    throw pivot_failure(policy_name, k, nb, info);
   }
   if (code != kNoFailure) throw_failure(fc, code, policy_name, failed);
 }

@@ -90,9 +90,4 @@ std::unique_ptr<RankKernels> make_device_rank_kernels(int device, const RankShar
                                                       const std::string& policy,
                                                       RecordFailure record);
 
-/// The NotPositiveDefinite of a pivot `info` > 0 in diagonal tile (k, k): the text of
-/// linalg::cholesky_tiles.
-[[nodiscard]] std::exception_ptr pivot_failure(const std::string& policy, std::int64_t k,
-                                               std::int64_t nb, std::int64_t info);
-
 }  // namespace halfscope::linalg::detail

@@ -110,7 +110,9 @@ class DeviceRank final : public RankKernels {
     if (info < 0)
       throw CudaError("cusolverDnSpotrf rejected argument " + std::to_string(-info) + " at tile " +
                       tile_text(k, k));
-    if (info > 0) record_(k, k, k, pivot_failure(policy_, k, nb_, info), FailedTile{k, k});
+    if (info > 0)
+      record_(k, k, k, std::make_exception_ptr(pivot_failure(policy_, k, nb_, info)),
+              FailedTile{k, k});
   }
 
   void diagonal_arrived(std::int64_t k) override {

@@ -60,7 +60,9 @@ class HostRank final : public linalg::detail::RankKernels {
     // A rejected argument is a bug, not the matrix's: not a NumericalError, never retried.
     if (info < 0) throw Error("LAPACKE_spotrf rejected argument " + std::to_string(-info));
     if (info > 0)
-      record_(k, k, k, linalg::detail::pivot_failure(policy_, k, nb_, info), FailedTile{k, k});
+      record_(k, k, k,
+              std::make_exception_ptr(linalg::detail::pivot_failure(policy_, k, nb_, info)),
+              FailedTile{k, k});
     std::memcpy(diag_.data(), t, static_cast<std::size_t>(h * h) * sizeof(float));
   }
 

@@ -116,7 +116,7 @@ struct Factor {
     const GemmVariant v = variant(i0, j);
     const OperandFormat f = operand_format(v);
     float* c = tile(i0, j);
-    const std::int64_t tile_elems = m * nb, stride = nb * nb;
+    const std::int64_t stride = nb * nb;
     GemmBatch g;
     g.m = m, g.n = nb, g.k = nb;
     g.a = operand(f, i0, k), g.lda = m, g.stride_a = stride;
@@ -127,23 +127,12 @@ struct Factor {
     cset.base = c, cset.stride = stride, cset.count = count, cset.rows = m, cset.last_rows = m;
     cset.cols = nb, cset.dst_stride = stride;
     cset.tag_base = failure_code(k, FailureKind::c_entry, false, i0, j), cset.tag_step = step_tile;
-    const FailureCode result_tag = failure_code(k, FailureKind::result, false, i0, j);
-    if (v == GemmVariant::HP2) {
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
+    if (rounds_c(v))
+      gemm_rounding_c(handle, stream, v, g, cset,
+                      failure_code(k, FailureKind::result, false, i0, j),
+                      c_scratch[static_cast<int>(c_format(v))][side], flag);
+    else
       gemm_batched(handle, v, g);
-      cset.tag_base = result_tag;
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
-    } else if (v == GemmVariant::HP3 || v == GemmVariant::DP) {
-      const OperandFormat cf = c_format(v);
-      void* scratch = c_scratch[static_cast<int>(cf)][side];
-      convert_blocks(cset, rounding_for(cf), scratch, flag, stream);
-      g.c = scratch;
-      gemm_batched(handle, v, g);
-      convert_back(scratch, v == GemmVariant::HP3, count * tile_elems, tile_elems,
-                   count * tile_elems, c, 0, result_tag, step_tile, flag, stream);
-    } else {
-      gemm_batched(handle, v, g);
-    }
   }
 
   // Column j's update with panel k: SYRK of (j, j), then the GEMMs of (i, j), i > j, batched

@@ -446,21 +446,8 @@ void DeviceRank::run(cublasHandle_t handle, cudaStream_t stream, int lane, std::
     cset.base = c, cset.stride = m * nb_, cset.count = 1, cset.rows = m, cset.last_rows = m;
     cset.cols = nb_, cset.dst_stride = m * nb_;
     cset.tag_base = failure_code(k, FailureKind::c_entry, false, i, j);
-    const FailureCode result_tag = failure_code(k, FailureKind::result, false, i, j);
-    if (v == GemmVariant::HP2) {
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag_, stream);
-      gemm_batched(handle, v, g);
-      cset.tag_base = result_tag;
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag_, stream);
-    } else {
-      const OperandFormat cf = c_format(v);
-      void* scratch = c_scratch_[static_cast<int>(cf)][lane];
-      convert_blocks(cset, rounding_for(cf), scratch, flag_, stream);
-      g.c = scratch;
-      gemm_batched(handle, v, g);
-      convert_back(scratch, v == GemmVariant::HP3, m * nb_, m * nb_, m * nb_, c, 0, result_tag, 0,
-                   flag_, stream);
-    }
+    gemm_rounding_c(handle, stream, v, g, cset, failure_code(k, FailureKind::result, false, i, j),
+                    c_scratch_[static_cast<int>(c_format(v))][lane], flag_);
   }
   for (const Batch& b : phase.batches) {
     GemmBatch g;

@@ -347,6 +347,24 @@ OperandFormat c_format(GemmVariant v) noexcept {
   return OperandFormat::fp32;
 }
 
+void gemm_rounding_c(cublasHandle_t handle, cudaStream_t stream, GemmVariant v, GemmBatch g,
+                     BlockSet cset, FailureCode result_tag, void* scratch, FailureCode* flag) {
+  auto* c = static_cast<float*>(g.c);
+  if (v == GemmVariant::HP2) {
+    convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
+    gemm_batched(handle, v, g);
+    cset.tag_base = result_tag;
+    convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
+    return;
+  }
+  convert_blocks(cset, rounding_for(c_format(v)), scratch, flag, stream);
+  g.c = scratch;
+  gemm_batched(handle, v, g);
+  const std::int64_t elems = cset.rows * cset.cols, total = cset.count * elems;
+  convert_back(scratch, v == GemmVariant::HP3, total, elems, total, c, 0, result_tag, cset.tag_step,
+               flag, stream);
+}
+
 std::int64_t format_bytes(OperandFormat f) noexcept {
   switch (f) {
     case OperandFormat::fp16:

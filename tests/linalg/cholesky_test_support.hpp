@@ -1,7 +1,7 @@
 // Helpers of the GPU Cholesky tests that compare one factorization with another
-// (gpu_cholesky_devices.cpp, gpu_cholesky_out_of_core.cpp, tests/mpi/test_cholesky_gpu.cpp): a
-// factor as a dense FP64 lower triangle, its backward error with the bound of those files'
-// headers, relative differences.
+// (gpu_cholesky.cpp, gpu_cholesky_devices.cpp, gpu_cholesky_out_of_core.cpp,
+// tests/mpi/test_cholesky_gpu.cpp): a factor as a dense FP64 lower triangle, its backward error
+// with the bound of those files' headers, relative differences.
 #pragma once
 
 #include <algorithm>

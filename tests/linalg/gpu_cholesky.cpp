@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "cholesky_test_support.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
-#include "solve_test_support.hpp"
 #include "test_support.hpp"
 
 #if HALFSCOPE_HAS_LAPACKE
@@ -37,25 +37,9 @@ const double kKappaBound = (1 + kRho) / (1 - kRho);
 using test::gamma;
 using test::variant_term;
 
-// Lower triangle of a factored tile matrix, dense row-major FP64 (zeros above).
-std::vector<double> lower_of(const TileMatrix& t) {
-  const std::int64_t n = t.layout.rows();
-  const Array d = t.to_dense();
-  std::vector<double> l(static_cast<std::size_t>(n * n), 0.0);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j <= i; ++j)
-      l[static_cast<std::size_t>(i * n + j)] = d.data_as<float>()[i * n + j];
-  return l;
-}
-
-double rel_diff(const std::vector<double>& x, const std::vector<double>& ref) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    num += (x[k] - ref[k]) * (x[k] - ref[k]);
-    den += ref[k] * ref[k];
-  }
-  return std::sqrt(num / den);
-}
+// The factor as a dense FP64 lower triangle and relative differences: cholesky_test_support.hpp.
+using test::lower_of;
+using test::rel_diff;
 
 struct Measured {
   double backward = 0.0, bound = 0.0, forward = -1.0;

@@ -7,7 +7,9 @@
 // mpi::tomographic_reconstructor_rows (Cmm generated and factored 2D block-cyclic, each rank its
 // block of R's rows), gathered and written once by rank 0; every step that can fail on some ranks
 // only (reading the system, the output folder, the evaluation and the write on rank 0) is agreed,
-// so every rank ends with the same status and the error prints once.
+// so every rank ends with the same status and the error prints once. `--device cuda` makes GPU
+// ranks (each factors and solves on the device mpi::rank_device gives it); auto keeps CPU ranks.
+// One rank takes this path when it names --grid (how it is measured against one process).
 //
 // With --devices (one process): the covariances are generated on the current CUDA device, the
 // factorization deals its tile columns over the listed devices and the solves split R's rows over
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,20 +148,24 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
     if (g.rank == 0) io::check_output_path(c.output);  // rank 0 writes R
     if (!c.devices.empty())
       refuse_gpu_over_ranks("--devices " + device_list_text(c.devices), g.ranks, c.grid);
-    // Not resolved here: the MPI layer runs on the CPU (auto) and refuses cuda with a message.
+    // Not resolved here: auto means CPU ranks; cuda, GPU ranks (refused where a host has none).
     o.device = parse_device_kind(c.device.empty() ? g.device : c.device);
-    o.tile = c.tile > 0 ? c.tile : 512;
+    o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
     grid = parse_grid(c.grid, g.ranks);
     system = load_ao_system(c.system);
   });
+  const char* where = o.device == DeviceKind::Cuda ? "cuda" : "cpu";
   info(g, "ao reconstructor: " + ao_system_label(c.system) +
-              ", n = " + std::to_string(ao::measurement_count(system)) +
-              ", m = " + std::to_string(ao::truth_count(system)) + ", tile " +
-              std::to_string(o.tile) + ", cpu, " + std::to_string(g.ranks) + " MPI ranks");
+              ", n = " + std::to_string(ao::measurement_count(system)) + ", m = " +
+              std::to_string(ao::truth_count(system)) + ", tile " + std::to_string(o.tile) + ", " +
+              where + ", " + std::to_string(g.ranks) + " MPI ranks");
   mpi::ReconstructorPart part = mpi::tomographic_reconstructor_rows(world, system, o, grid);
   const std::int64_t factor_bytes = world.sum(part.factor_traffic.bytes_received);
   const std::int64_t solve_bytes = world.sum(part.solve_traffic.bytes_received);
   const std::int64_t most_rows = world.max(part.rows.count());
+  std::vector<std::int64_t> devices(static_cast<std::size_t>(g.ranks), 0);
+  devices[static_cast<std::size_t>(g.rank)] = part.device;
+  world.sum(std::span<std::int64_t>(devices));
   const Shape shape{part.m, part.n};
   // The evaluation needs all of R on rank 0 (FP64 covariances of the whole system, as without
   // MPI): gathered then. Otherwise every rank writes its own rows into the file.
@@ -172,12 +179,18 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
   ao::Reconstructor rec = std::move(part.local);
   mpi::agree(world, [&] {
     if (g.rank != 0) return;
-    print_summary(rec, shape, "cpu", o.tiptilt);
+    print_summary(rec, shape, where, o.tiptilt);
     std::cout << "MPI: " << g.ranks << " ranks, grid " << grid.rows << " x " << grid.cols
               << ", at most " << most_rows << " rows of R per rank; received " << factor_bytes
               << " bytes in the factorization, " << solve_bytes << " in the solves\n";
+    if (o.device == DeviceKind::Cuda) {
+      std::cout << "GPU ranks: CUDA device of each rank";
+      for (const std::int64_t d : devices) std::cout << " " << d;
+      std::cout << "\n";
+    }
     if (c.evaluate) {
-      print_evaluation(system, r, DeviceKind::Cpu, c.wavelength_m);
+      print_evaluation(system, r, o.device == DeviceKind::Cuda ? DeviceKind::Cuda : DeviceKind::Cpu,
+                       c.wavelength_m);
       io::write_npy(c.output, r);  // atomic: nothing under the name on failure
     } else {
       written.file->commit();
@@ -189,7 +202,7 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
 
 void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) {
 #if HALFSCOPE_HAS_MPI
-  if (g.ranks > 1) return run_over_ranks(g, c);
+  if (g.ranks > 1 || (mpi::launched() && !c.grid.empty())) return run_over_ranks(g, c);
 #endif
   ao::ReconstructorOptions o = parse_options(c);
   if (!c.devices.empty())

@@ -3,6 +3,9 @@
 // solves. Right-hand sides per rank: [Ctm rows of this rank; U^T] ((count + q) x n), so the
 // Woodbury correction (ao/reconstructor_tiptilt.hpp) of this rank's rows needs nothing from the
 // other ranks: every rank solves the q rows of W = U^T K^-1 itself (q is twice the LGS count).
+// GPU ranks factor and solve on their devices (mpi::cholesky and mpi::solve_right with one
+// device); the covariances are generated on the CPU cores either way (the GPU generator makes
+// whole matrices, not one rank's tiles).
 #include "halfscope/mpi/reconstructor.hpp"
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include "ao/covariance_select.hpp"
 #include "ao/reconstructor_tiptilt.hpp"
 #include "halfscope/ao/covariance.hpp"
+#include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "mpi/reconstructor_threads.hpp"
 
@@ -31,23 +35,37 @@ double slowest_ms(const Comm& comm, Clock::time_point start) {
   return static_cast<double>(comm.max(static_cast<std::int64_t>(us))) / 1000.0;
 }
 
-void check_options(const Comm& comm, const ao::ReconstructorOptions& options) {
+// The rank's CUDA device, or -1 for a CPU rank: device cpu / auto give CPU ranks (as under
+// `mpirun halfscope cholesky`), cuda a GPU rank on options.devices' one device, else on
+// `host_device` (rank_device). Its context is made here, before any phase is timed.
+int check_options(const ao::ReconstructorOptions& options, int host_device) {
   if (options.tile < 1)
     throw InvalidInput("mpi::tomographic_reconstructor: tile: expected a tile size >= 1, found " +
                        std::to_string(options.tile));
-  // Auto resolves to the CPU: the ranks' GPUs are not used by this layer yet.
-  if (options.device == DeviceKind::Cuda)
-    throw Unsupported("mpi::tomographic_reconstructor: device: the reconstructor over " +
-                      std::to_string(comm.size()) +
-                      " MPI rank(s) runs on the CPU only, found cuda (run one process for the "
-                      "GPU, or device cpu / auto)");
   if (options.result_memory != Memory::host)
     throw Unsupported(
-        "mpi::tomographic_reconstructor: result_memory: expected host memory (CPU ranks), found "
-        "device");
-  if (!options.devices.empty())
-    throw Unsupported("mpi::tomographic_reconstructor: devices: CPU ranks use no GPU, found " +
-                      std::to_string(options.devices.size()) + " device(s) listed");
+        "mpi::tomographic_reconstructor: result_memory: expected host memory (each rank's rows "
+        "of R), found device");
+  if (options.device != DeviceKind::Cuda) {
+    if (!options.devices.empty())
+      throw Unsupported("mpi::tomographic_reconstructor: devices: CPU ranks use no GPU, found " +
+                        std::to_string(options.devices.size()) +
+                        " device(s) listed (device cuda makes GPU ranks)");
+    return -1;
+  }
+  if (options.devices.size() > 1)
+    throw InvalidInput(
+        "mpi::tomographic_reconstructor: devices: expected at most one CUDA device per rank (a "
+        "GPU rank), found " +
+        std::to_string(options.devices.size()));
+  const int device = options.devices.empty() ? host_device : options.devices.front();
+  if (device < 0)
+    throw Unsupported(
+        "mpi::tomographic_reconstructor: device: cuda was asked for, but this rank's host has "
+        "no usable CUDA device (" +
+        query_devices().status + ")");
+  prepare_device(device);
+  return device;
 }
 
 }  // namespace
@@ -59,8 +77,10 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   ReconstructorPart part;
   part.grid = grid;
   std::vector<ao::detail::TiptiltGroup> groups;
+  const int host_device = rank_device(comm);  // collective: every rank asks
+  int device = -1;
   agree(comm, [&] {
-    check_options(comm, options);
+    device = check_options(options, host_device);
     grid.check(comm.size());
     part.m = ao::covariance_rows(system, ao::CovarianceKind::ctm);
     part.n = ao::covariance_cols(system, ao::CovarianceKind::ctm);
@@ -69,7 +89,8 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   });
   const auto q = static_cast<std::int64_t>(groups.size());
   ao::Reconstructor& out = part.local;
-  out.device = DeviceKind::Cpu;
+  out.device = device < 0 ? DeviceKind::Cpu : DeviceKind::Cuda;
+  part.device = device;
   out.tiptilt_groups = q;
   part.rows = row_block(part.m, comm.rank(), comm.size());
   const std::int64_t count = part.rows.count(), n = part.n;
@@ -92,12 +113,14 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   linalg::CholeskyOptions factor;
   factor.policy = options.policy;
   factor.recover = options.recover;
+  if (device >= 0) factor.devices = {device};
   start = Clock::now();
   out.factor = cholesky(cmm, factor, &part.factor_traffic);
   out.factor_ms = slowest_ms(comm, start);
 
   linalg::SolveOptions solve;
   solve.policy = options.solve_policy;
+  if (device >= 0) solve.devices = {device};
   start = Clock::now();
   out.solve = solve_right(cmm, rhs, solve, &part.solve_traffic);
   agree(comm, [&] {

@@ -1,5 +1,7 @@
 // Triangular solves with a distributed tile factor (include/halfscope/mpi/solve.hpp): the panel
-// broadcasts and, per panel, the kernels of src/linalg/solve_cpu.cpp on this rank's rows.
+// broadcasts and, per panel, the kernels of src/linalg/solve_cpu.cpp on this rank's rows; or, on
+// a GPU rank, every panel into the device's copy of L (src/linalg/rank_solve.hpp) and one GPU
+// solve of the rows.
 //
 // Rows as in solve_cpu.cpp: the r x n row-major right-hand sides are the column-major n x r B^T,
 // so block k (rows [k nb, k nb + h_k) of every right-hand side) is a BLAS operand with leading
@@ -9,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/gemm_variants.hpp"
+#include "linalg/rank_solve.hpp"
 #include "linalg/solve_cpu.hpp"
 #include "mpi/reconstructor_threads.hpp"
 
@@ -48,17 +52,21 @@ std::vector<GemmVariant> variants_of(const DistTileMatrix& l, const linalg::Poli
 
 // One tile column of L on every rank: tiles (k .. NT-1, k), grouped by the process row that owns
 // them (tile i on grid row i mod P, in the grid column k mod Q), each group one broadcast from its
-// owner. tile(i) points at tile (i, k) in the buffer.
+// owner. tile(i) points at tile (i, k) in the buffer. With two buffers, successive columns
+// alternate between them (the previous column stays readable while the next one arrives).
 class Panel {
  public:
-  Panel(const DistTileMatrix& l, SolveTraffic& traffic) : l_(l), traffic_(traffic) {
+  Panel(const DistTileMatrix& l, SolveTraffic& traffic, int buffers = 1)
+      : l_(l), traffic_(traffic), buffers_(static_cast<std::size_t>(buffers)) {
     const linalg::TileLayout& layout = l.layout();
-    buffer_.resize(static_cast<std::size_t>(layout.rows() * layout.tile_size()));
+    for (std::vector<float>& b : buffers_)
+      b.resize(static_cast<std::size_t>(layout.rows() * layout.tile_size()));
     offsets_.resize(static_cast<std::size_t>(layout.tile_rows()));
   }
 
   void load(std::int64_t k) {
     if (k == column_) return;
+    if (column_ >= 0) current_ = (current_ + 1) % buffers_.size();
     const linalg::TileLayout& layout = l_.layout();
     const ProcessGrid& grid = l_.grid();
     const Comm& comm = l_.comm();
@@ -74,12 +82,13 @@ class Panel {
       const std::int64_t count = at - first;
       if (count == 0) continue;  // every rank knows: no broadcast
       const int root = grid.owner(p, k);
-      float* group = buffer_.data() + first;
+      float* buffer = buffers_[current_].data();
+      float* group = buffer + first;
       if (root == comm.rank())
         for (std::int64_t i = k; i < nt; ++i)
           if (i % grid.rows == p)
             std::copy_n(l_.tile(i, k), layout.tile_height(i) * w,
-                        buffer_.data() + offsets_[static_cast<std::size_t>(i)]);
+                        buffer + offsets_[static_cast<std::size_t>(i)]);
       const auto bytes = static_cast<std::int64_t>(count * sizeof(float));
       comm.broadcast_bytes(group, bytes, root);
       ++traffic_.broadcasts;
@@ -92,13 +101,14 @@ class Panel {
   }
 
   [[nodiscard]] const float* tile(std::int64_t i) const {
-    return buffer_.data() + offsets_[static_cast<std::size_t>(i)];
+    return buffers_[current_].data() + offsets_[static_cast<std::size_t>(i)];
   }
 
  private:
   const DistTileMatrix& l_;
   SolveTraffic& traffic_;
-  std::vector<float> buffer_;
+  std::vector<std::vector<float>> buffers_;
+  std::size_t current_ = 0;
   std::vector<std::int64_t> offsets_;
   std::int64_t column_ = -1;
 };
@@ -125,45 +135,17 @@ std::string position(std::int64_t index, std::int64_t n) {
   return "row " + std::to_string(index / n) + ", column " + std::to_string(index % n);
 }
 
-}  // namespace
-
-linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
-                                const linalg::SolveOptions& options, SolveTraffic* traffic) {
-  const Comm& comm = l.comm();
-  const detail::HostThreadShare share(comm);
+// The CPU rank: the forward and backward sweeps panel by panel (the scheme of solve.hpp).
+void solve_on_host(const DistTileMatrix& l, const Rows& rows,
+                   const std::vector<GemmVariant>& variants, SolveTraffic& traffic,
+                   std::exception_ptr& error) {
   const linalg::TileLayout& layout = l.layout();
   const std::int64_t n = layout.rows(), nt = layout.tile_rows(), nb = layout.tile_size();
-  agree(comm, [&] {
-    if (layout.fill() != linalg::TileFill::lower)
-      throw InvalidInput("mpi::solve_right: l: expected a lower tile layout, found a full one");
-    if (b.empty()) return;
-    if (b.ndim() != 2 || b.dim(1) != n || b.dtype() != DType::f32 || !b.is_c_contiguous() ||
-        b.on_device())
-      throw InvalidInput(
-          "mpi::solve_right: b: expected this rank's rows, a C-contiguous float32 "
-          "host array of shape [r, " +
-          std::to_string(n) + "] (the matrix is " + std::to_string(n) + " x " + std::to_string(n) +
-          "), found " + b.describe());
-    if (const std::int64_t bad = first_non_finite(b); bad >= 0)
-      throw InvalidInput(
-          "mpi::solve_right: b: every entry must be finite, found a non-finite "
-          "one at this rank's " +
-          position(bad, n));
-  });
-  const std::vector<GemmVariant> variants = variants_of(l, options.policy);
   const auto variant = [&](std::int64_t i, std::int64_t j) {
     return variants[static_cast<std::size_t>(i * nt + j)];
   };
   const auto h = [&](std::int64_t i) { return layout.tile_height(i); };
-  Rows rows;
-  rows.b = b.empty() ? nullptr : b.data_as<float>();
-  rows.r = b.empty() ? 0 : b.dim(0);
-  rows.n = n;
-  rows.width = linalg::detail::rhs_slice_width(rows.r);  // solve_right_cpu's slicing
-
-  SolveTraffic local;
-  Panel panel(l, local);
-  std::exception_ptr error;
+  Panel panel(l, traffic);
   // Forward: L Z = B^T. Block k by the diagonal tile, then block i -= L_ik Z_k for i > k.
   for (std::int64_t k = 0; k < nt; ++k) {
     panel.load(k);
@@ -187,6 +169,88 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
       trsm_left_lower(true, h(k), cols, panel.tile(k), h(k), x + k * nb, n);
     });
   }
+}
+
+// A GPU rank: each panel goes into the device's copy of L while the next one is broadcast (two
+// buffers), then the rows are solved there in one call with the same variant table. A rank
+// without rows only takes part in the broadcasts; a rank whose device fails keeps taking part and
+// reports at the end.
+void solve_on_device(const DistTileMatrix& l, int device, const Rows& rows,
+                     const std::vector<GemmVariant>& variants, SolveTraffic& traffic,
+                     std::exception_ptr& error) {
+  const std::int64_t nt = l.layout().tile_rows();
+  Panel panel(l, traffic, 2);  // before the copy, which may still read it until destroyed
+  std::unique_ptr<linalg::detail::DeviceFactor> copy;
+  const auto attempt = [&](const auto& step) {
+    if (error) return;
+    try {
+      step();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  };
+  if (rows.r > 0)
+    attempt([&] {
+      copy = linalg::detail::make_device_factor(device, l.layout(), omp_get_max_threads());
+    });
+  std::vector<const float*> tiles;
+  for (std::int64_t k = 0; k < nt; ++k) {
+    panel.load(k);
+    attempt([&] {
+      if (!copy) return;
+      tiles.clear();
+      for (std::int64_t i = k; i < nt; ++i) tiles.push_back(panel.tile(i));
+      copy->load_column(k, tiles);
+    });
+  }
+  attempt([&] {
+    if (copy) copy->solve(rows.b, rows.r, variants);
+  });
+}
+
+}  // namespace
+
+linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
+                                const linalg::SolveOptions& options, SolveTraffic* traffic) {
+  const Comm& comm = l.comm();
+  const detail::HostThreadShare share(comm);
+  const linalg::TileLayout& layout = l.layout();
+  const std::int64_t n = layout.rows(), nt = layout.tile_rows();
+  agree(comm, [&] {
+    if (layout.fill() != linalg::TileFill::lower)
+      throw InvalidInput("mpi::solve_right: l: expected a lower tile layout, found a full one");
+    if (options.devices.size() > 1)
+      throw InvalidInput(
+          "mpi::solve_right: devices: expected at most one CUDA device per rank (a GPU rank), "
+          "found " +
+          std::to_string(options.devices.size()));
+    if (b.empty()) return;
+    if (b.ndim() != 2 || b.dim(1) != n || b.dtype() != DType::f32 || !b.is_c_contiguous() ||
+        b.on_device())
+      throw InvalidInput(
+          "mpi::solve_right: b: expected this rank's rows, a C-contiguous float32 "
+          "host array of shape [r, " +
+          std::to_string(n) + "] (the matrix is " + std::to_string(n) + " x " + std::to_string(n) +
+          "), found " + b.describe());
+    if (const std::int64_t bad = first_non_finite(b); bad >= 0)
+      throw InvalidInput(
+          "mpi::solve_right: b: every entry must be finite, found a non-finite "
+          "one at this rank's " +
+          position(bad, n));
+  });
+  const std::vector<GemmVariant> variants = variants_of(l, options.policy);
+  Rows rows;
+  rows.b = b.empty() ? nullptr : b.data_as<float>();
+  rows.r = b.empty() ? 0 : b.dim(0);
+  rows.n = n;
+  rows.width = linalg::detail::rhs_slice_width(rows.r);  // solve_right_cpu's slicing
+
+  SolveTraffic local;
+  std::exception_ptr error;
+  if (options.devices.empty())
+    solve_on_host(l, rows, variants, local, error);
+  else
+    solve_on_device(l, options.devices.front(), rows, variants, local, error);
   agree(comm, [&] {
     if (error) std::rethrow_exception(error);
     if (const std::int64_t bad = first_non_finite(b); bad >= 0)
@@ -200,7 +264,7 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
   report.policy = options.policy.name();
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i)
-      ++report.tiles[static_cast<std::size_t>(variant(i, j))];
+      ++report.tiles[static_cast<std::size_t>(variants[static_cast<std::size_t>(i * nt + j)])];
   return report;
 }
 

@@ -7,7 +7,9 @@
 // The same arithmetic as one process: the same FP32 tiles and rows of the covariances, the factor
 // of mpi::cholesky (equal to cholesky_tiles'), and the triangular solves of mpi::solve_right, so
 // R equals ao::tomographic_reconstructor's on the CPU bit for bit with the same BLAS thread count
-// (see mpi/solve.hpp). CPU ranks only.
+// (see mpi/solve.hpp). GPU ranks (device cuda: one CUDA device per rank) factor and solve on their
+// devices with the GPU kernels of one process, so R agrees with the one-process GPU R within the
+// precision's tolerance; the covariances are generated on the host's cores in both cases.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@ struct ReconstructorPart {
   RowRange rows;              // which rows of R this rank holds (row_block of m)
   std::int64_t m = 0, n = 0;  // R's shape
   ProcessGrid grid;
+  int device = -1;                 // this rank's CUDA device (GPU ranks), -1 on CPU ranks
   CholeskyTraffic factor_traffic;  // this rank's communication in the factorization
   SolveTraffic solve_traffic;      // and in the triangular solves
   /// Payload bytes received by all ranks together, factorization and solves.
@@ -42,9 +45,11 @@ struct ReconstructorPart {
 /// Builds R over the ranks of comm (collective) on the grid (ProcessGrid::for_ranks(comm.size())
 /// is the usual choice). Options as ao::tomographic_reconstructor: both tip-tilt methods (with
 /// woodbury the q rows of U^T are solved on every rank besides its own rows, and the FP64
-/// correction of its rows done there), policies, tile, recover. The device must be the CPU
-/// (auto means the CPU here) and result_memory the host: Unsupported otherwise. Errors reach
-/// every rank alike (InvalidInput, NotPositiveDefinite naming the tile and the policy, ...).
+/// correction of its rows done there), policies, tile, recover. device cpu or auto: CPU ranks;
+/// cuda: GPU ranks, each on options.devices' one device or else on rank_device(comm) (Unsupported
+/// where its host has none; InvalidInput for more than one). result_memory must be the host
+/// (Unsupported otherwise). Errors reach every rank alike (InvalidInput, NotPositiveDefinite
+/// naming the tile and the policy, CudaError, ...).
 [[nodiscard]] ReconstructorPart tomographic_reconstructor_rows(
     const Comm& comm, const ao::AoSystem& system, const ao::ReconstructorOptions& options,
     ProcessGrid grid);

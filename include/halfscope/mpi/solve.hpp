@@ -18,6 +18,13 @@
 // whatever its share of rows (preset mid, n = 10,240, nb = 512: 220 MB per rank on 2 ranks,
 // 330 MB on 4; n = 10^5: ~40 GB). The scheme pays off with many right-hand sides per rank (Ctm's
 // m rows), and keeps the rows where they are generated and where R is written.
+//
+// GPU ranks (options.devices = {d}): each rank with rows assembles a whole copy of L on device d
+// from the same broadcasts (one sweep: every tile it does not own received once, about
+// 2 n (n + nb) (1 - 1 / (P Q)) bytes), the copy of each panel overlapping the next broadcast, then
+// solves its rows there with the one-process GPU substitutions (linalg::solve_right on a device
+// factor) and the variant table of the CPU ranks. Device memory per rank: L (n (n + nb) / 2
+// floats, 20 GB at n = 10^5) plus its rows and the solve's scratch.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +47,12 @@ struct SolveTraffic {
 /// overwritten with B A^-1. Collective over l.comm(): every rank calls it, with or without rows.
 /// The variant of each off-diagonal GEMM is options.policy's choice from the Frobenius norms of
 /// L's tiles and of L (one sum over the ranks), as in linalg::solve_right; diagonal tiles by FP32
-/// TRSM. Errors reach every rank (agree): InvalidInput for another layout, dtype, shape or a
-/// non-finite entry of b, NumericalError for an FP16 overflow (naming the tile of L) or a
-/// non-finite solution. `traffic`, when given, receives this rank's figures.
+/// TRSM. options.devices: empty for a CPU rank, or one CUDA device of this host for a GPU rank
+/// (above; several ranks may share a device). Errors reach every rank (agree): InvalidInput for
+/// another layout, dtype, shape, a non-finite entry of b or more than one device, NumericalError
+/// for an FP16 overflow (naming the tile of L) or a non-finite solution, CudaError when the device
+/// lacks the memory for L, Unsupported for a GPU rank in a build without CUDA. `traffic`, when
+/// given, receives this rank's figures.
 linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
                                 const linalg::SolveOptions& options = {},
                                 SolveTraffic* traffic = nullptr);

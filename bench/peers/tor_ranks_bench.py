@@ -10,7 +10,10 @@ the panel broadcasts), for each factor / solve policy pair. Times are the report
 whole command (process start, MPI, the write of R included). Ranks beyond the host's devices share
 them: the figures are then the rank path's overhead, not scaling. Each ranks run names its grid
 (the squarest P x Q), which a job of one rank needs to take the rank path. Accuracy: each ranks R
-against the one-process R, max |dR| / max |R|. Writes the benchmark JSON schema of
+against the one-process R, max |dR| / max |R|, and with --evaluate the OTF Strehl ratio of every
+R next to the FP64 R's (one more run per configuration, not timed). The launcher runs with
+--bind-to none: Open MPI binds each of 1 or 2 ranks to one core by default, which leaves a rank's
+host work (tile checks, staging copies) one thread. Writes the benchmark JSON schema of
 bench/README.md.
 
     python3 bench/peers/tor_ranks_bench.py --cli build/release/apps/halfscope/halfscope \\
@@ -36,6 +39,7 @@ from cholesky_ranks_bench import max_rel_diff  # noqa: E402
 
 TIMES = re.compile(r"^times: covariance ([0-9.]+) ms, factor ([0-9.]+) ms, solves ([0-9.]+) ms",
                    re.M)
+STREHL = re.compile(r"^  (this R|FP64 R) .* OTF ([0-9.]+)", re.M)
 TRAFFIC = re.compile(r"received (\d+) bytes in the factorization, (\d+) in the solves")
 
 
@@ -64,11 +68,20 @@ def reconstruct(command, out, repeats):
     return stats, text
 
 
+def strehl(command, out):
+    """(this R's OTF Strehl, the FP64 R's) from one --evaluate run."""
+    res = subprocess.run([*command, "--evaluate", "-o", str(out)], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"tor_ranks_bench: {' '.join(command)} --evaluate failed:\n{res.stderr}")
+    found = dict(STREHL.findall(res.stdout))
+    return float(found["this R"]), float(found["FP64 R"])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", required=True, help="the halfscope executable")
     ap.add_argument("--mpiexec", default=os.environ.get("HALFSCOPE_MPIEXEC",
-                                                        "mpirun --oversubscribe"))
+                                                        "mpirun --oversubscribe --bind-to none"))
     ap.add_argument("--json", required=True, help="report to write")
     ap.add_argument("--systems", default="preset:mid", help="comma-separated")
     ap.add_argument("--tile", type=int, default=1024)
@@ -76,6 +89,7 @@ def main(argv=None):
     ap.add_argument("--policies", default="uniform:SP/uniform:SP;band:SP=1,HP1=rest/uniform:SP",
                     help="factor/solve pairs separated by ';' (a band policy holds commas)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--evaluate", action="store_true", help="record each R's Strehl ratio")
     ap.add_argument("--workdir", default=None, help="where R goes (default: a temp dir)")
     args = ap.parse_args(argv)
 
@@ -98,6 +112,8 @@ def main(argv=None):
             one_r = work / "R-one.npy"
             stats, _ = reconstruct(base, one_r, args.repeats)
             one = stats
+            if args.evaluate:
+                stats["strehl_otf"], stats["strehl_otf_fp64"] = strehl(base, one_r)
             cases.append({"implementation": "halfscope", "method": "reconstructor-one-process",
                           "precision": pair, "params": dict(params, ranks="none"), **stats})
             print(f"{system} {pair}: one process, factor {stats['factor_ms']['median']:.1f} ms, "
@@ -109,6 +125,10 @@ def main(argv=None):
                 stats, text = reconstruct([*shlex.split(args.mpiexec), "-np", str(ranks), *base,
                                            "--grid", f"{p}x{ranks // p}"], out, args.repeats)
                 diff = max_rel_diff(out, one_r)
+                if args.evaluate:
+                    stats["strehl_otf"], stats["strehl_otf_fp64"] = strehl(
+                        [*shlex.split(args.mpiexec), "-np", str(ranks), *base, "--grid",
+                         f"{p}x{ranks // p}"], out)
                 moved = TRAFFIC.search(text)
                 devices = re.search(r"GPU ranks: CUDA device of each rank ([0-9 ]+)", text)
                 cases.append({
@@ -128,7 +148,9 @@ def main(argv=None):
                       f"{stats['factor_ms']['median']:.1f} ms, solves "
                       f"{stats['solves_ms']['median']:.1f} ms, covariance "
                       f"{stats['covariance_ms']['median']:.1f} ms, wall "
-                      f"{stats['wall_ms']['median']:.0f} ms; max |dR|/|R| {diff:.2e}", flush=True)
+                      f"{stats['wall_ms']['median']:.0f} ms; max |dR|/|R| {diff:.2e}"
+                      + (f", Strehl {stats['strehl_otf']:.6f} (FP64 {stats['strehl_otf_fp64']:.6f})"
+                         if args.evaluate else ""), flush=True)
                 out.unlink()
             one_r.unlink()
     report = {"benchmark": "reconstructor-gpu-ranks", "date": datetime.date.today().isoformat(),

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -185,6 +186,9 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
   const auto rows = static_cast<std::int64_t>(row_info.size());
   const auto cols = static_cast<std::int64_t>(col_info.size());
   check_covariance_target(plan, target, rows, cols);
+  // A selection (row range, tile pointers) checked as the CPU backend checks it; the tile
+  // pointers must lie in the device buffer `data` starts.
+  check_covariance_target(plan, target, "covariance_cuda");
   if (rows == 0 || cols == 0) return;
 
   const int ns = static_cast<int>(plan.sensors.size());
@@ -288,6 +292,19 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
       col_start.push_back(
           target.tiles->tile_offset(target.tiles->fill() == linalg::TileFill::lower ? tj : 0, tj));
   const DeviceCopy<std::int64_t> d_col_start(col_start, st);
+  // A selection of tiles (an MPI rank's, issue 9): each tile's start in target.data's buffer.
+  std::vector<std::int64_t> tile_offset;
+  if (target.tile_data != nullptr) {
+    const linalg::TileLayout& tl = *target.tiles;
+    const std::int64_t size = target.dtype == DType::f64 ? 8 : 4;
+    tile_offset.assign(static_cast<std::size_t>(tl.tile_rows() * tl.tile_cols()), -1);
+    for (std::size_t t = 0; t < tile_offset.size(); ++t)
+      if (target.tile_data[t] != nullptr)
+        tile_offset[t] = (static_cast<const std::byte*>(target.tile_data[t]) -
+                          static_cast<const std::byte*>(target.data)) /
+                         size;
+  }
+  const DeviceCopy<std::int64_t> d_tile_offset(tile_offset, st);
   cuda::StreamScratch tables(table_doubles * static_cast<std::int64_t>(sizeof(double)), st);
   t1.record(st);
 
@@ -332,12 +349,16 @@ void covariance_cuda_report(const CovariancePlan& plan, const CovarianceTarget& 
     out.lower = tl.fill() == linalg::TileFill::lower;
     out.nb = tl.tile_size();
     out.tile_rows = tl.tile_rows();
+    out.tile_cols = tl.tile_cols();
     out.col_start = d_col_start.get();
+    out.tile_offset = target.tile_data != nullptr ? d_tile_offset.get() : nullptr;
     out.blocks_per_tile = (out.nb + kCovBlock - 1) / kCovBlock;
     out.block_rows = tl.tile_rows() * out.blocks_per_tile;
     out.block_cols = tl.tile_cols() * out.blocks_per_tile;
   } else {
-    out.block_rows = (rows + kCovBlock - 1) / kCovBlock;
+    out.row_begin = target.row_begin;
+    out.row_end = target.row_end < 0 ? rows : target.row_end;
+    out.block_rows = (out.row_end - out.row_begin + kCovBlock - 1) / kCovBlock;
     out.block_cols = (cols + kCovBlock - 1) / kCovBlock;
   }
   launch_variant(target.dtype == DType::f64, variant, args, out, st);

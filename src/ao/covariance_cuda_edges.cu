@@ -174,8 +174,15 @@ std::int64_t covariance_edge_pairs(const CovariancePlan& plan, const EdgeSensors
       const std::int64_t r0 = row_at[static_cast<std::size_t>(r)];
       const std::int64_t c0 = col_at[static_cast<std::size_t>(c)];
       if (r0 < 0 || c0 < 0) continue;  // this order is not a block of the target
-      const DevEdgeBlock blk{r0, 2 * plan.sensors[static_cast<std::size_t>(r)].subapertures, c0,
-                             2 * plan.sensors[static_cast<std::size_t>(c)].subapertures, swap};
+      DevEdgeBlock blk{r0, 2 * plan.sensors[static_cast<std::size_t>(r)].subapertures, c0,
+                       2 * plan.sensors[static_cast<std::size_t>(c)].subapertures, swap};
+      if (!out.tiled) {  // only the generated rows of a dense target
+        const std::int64_t first = std::max(blk.row0, out.row_begin);
+        const std::int64_t last = std::min(blk.row0 + blk.rows, out.row_end);
+        if (first >= last) continue;
+        blk.row0 = first;
+        blk.rows = last - first;
+      }
       f64 ? launch_gather<double>(args, out, e, blk, edges.get(), st)
           : launch_gather<float>(args, out, e, blk, edges.get(), st);
     }

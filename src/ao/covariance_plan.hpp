@@ -102,9 +102,10 @@ struct CovarianceTarget {
   std::int64_t rows = 0, cols = 0;
   const linalg::TileLayout* tiles = nullptr;
   // A part of the matrix only: the MPI layer generates the tiles / rows its rank owns, never the
-  // whole matrix (issue 9). Honoured by the CPU backend; the GPU backend is never handed one.
-  // With `tiles`: tile (ti, tj) is written at tile_data[ti * tiles->tile_cols() + tj] (column-
-  // major, leading dimension its height) and not generated where that is null; `data` is unused.
+  // whole matrix (issue 9). Honoured by both backends. With `tiles`: tile (ti, tj) is written at
+  // tile_data[ti * tiles->tile_cols() + tj] (column-major, leading dimension its height) and not
+  // generated where that is null; the CPU backend ignores `data`, the GPU one needs it: the start
+  // of the device buffer that holds every tile.
   void* const* tile_data = nullptr;
   // Without `tiles`, for Ctm only (the symmetric kinds mirror whole matrices): rows [row_begin,
   // row_end) only, written to `data` from its first row on (row stride cols). row_end < 0: all.

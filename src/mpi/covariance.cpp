@@ -1,5 +1,6 @@
 // Covariances generated where they are owned (include/halfscope/mpi/covariance.hpp): the CPU
-// backend handed a selection (src/ao/covariance_select.hpp) of this rank's tiles or rows.
+// backend, or on a GPU rank the GPU one, handed a selection (src/ao/covariance_select.hpp) of this
+// rank's tiles or rows.
 //
 // Work per rank. Elements are evaluated tile by tile, so a rank computes about 1 / (P Q) of
 // Cmm's elements; the per-sensor-pair tables (offset tables, a few thousand structure-function
@@ -18,7 +19,7 @@ namespace halfscope::mpi {
 
 DistTileMatrix covariance_tiles(const Comm& comm, const ao::AoSystem& system,
                                 ao::CovarianceKind kind, std::int64_t nb, ProcessGrid grid,
-                                bool noise) {
+                                bool noise, int device) {
   // The layout is checked on every rank alike (the same arguments everywhere): one agreement
   // covers it and the generation, which can fail on some ranks only (a non-finite element in one
   // rank's tiles).
@@ -38,13 +39,21 @@ DistTileMatrix covariance_tiles(const Comm& comm, const ao::AoSystem& system,
   });
   DistTileMatrix out(comm, layout, grid);
   agree(comm, [&] {
-    std::vector<float*> tiles(static_cast<std::size_t>(layout.tile_rows() * layout.tile_cols()),
-                              nullptr);
+    const auto count = static_cast<std::size_t>(layout.tile_rows() * layout.tile_cols());
+    std::vector<float*> tiles(count, nullptr);
+    std::vector<std::int64_t> offsets(count, -1);
     for (std::int64_t tj = 0; tj < layout.tile_cols(); ++tj)
       for (std::int64_t ti = tj; ti < layout.tile_rows(); ++ti)
-        if (out.owns(ti, tj))
-          tiles[static_cast<std::size_t>(ti * layout.tile_cols() + tj)] = out.tile(ti, tj);
-    ao::detail::covariance_tiles_selected(system, kind, layout, tiles, noise);
+        if (out.owns(ti, tj)) {
+          const auto t = static_cast<std::size_t>(ti * layout.tile_cols() + tj);
+          tiles[t] = out.tile(ti, tj);
+          offsets[t] = tiles[t] - out.local_data();
+        }
+    if (device < 0)
+      ao::detail::covariance_tiles_selected(system, kind, layout, tiles, noise);
+    else
+      ao::detail::covariance_tiles_selected_cuda(system, kind, layout, out.local_data(),
+                                                 out.local_elements(), offsets, noise, device);
   });
   return out;
 }

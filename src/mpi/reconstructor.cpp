@@ -3,9 +3,9 @@
 // solves. Right-hand sides per rank: [Ctm rows of this rank; U^T] ((count + q) x n), so the
 // Woodbury correction (ao/reconstructor_tiptilt.hpp) of this rank's rows needs nothing from the
 // other ranks: every rank solves the q rows of W = U^T K^-1 itself (q is twice the LGS count).
-// GPU ranks factor and solve on their devices (mpi::cholesky and mpi::solve_right with one
-// device); the covariances are generated on the CPU cores either way (the GPU generator makes
-// whole matrices, not one rank's tiles).
+// GPU ranks generate their tiles of Cmm and rows of Ctm, factor and solve on their devices
+// (mpi::covariance_tiles, mpi::cholesky and mpi::solve_right with one device); each phase's
+// result comes back to the rank's host memory, where the next phase (and MPI) take it from.
 #include "halfscope/mpi/reconstructor.hpp"
 
 #include <algorithm>
@@ -99,13 +99,17 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   auto start = Clock::now();
   DistTileMatrix cmm =
       covariance_tiles(comm, q > 0 ? ao::detail::without_lgs_tiptilt(system) : system,
-                       ao::CovarianceKind::cmm, options.tile, grid, /*noise=*/true);
+                       ao::CovarianceKind::cmm, options.tile, grid, /*noise=*/true, device);
   Array rhs;
   agree(comm, [&] {
     if (count + q > 0) rhs = Array(DType::f32, {count + q, n});  // may fail on one rank: agreed
-    if (count > 0)
+    if (count > 0 && device < 0)
       ao::detail::covariance_rows_selected(system, ao::CovarianceKind::ctm, part.rows.begin,
                                            part.rows.end, rhs.data_as<float>(), /*noise=*/true);
+    else if (count > 0)
+      ao::detail::covariance_rows_selected_cuda(system, ao::CovarianceKind::ctm, part.rows.begin,
+                                                part.rows.end, rhs.data_as<float>(),
+                                                /*noise=*/true, device);
     if (q > 0) ao::detail::write_indicator_rows(rhs, count, groups);
   });
   out.covariance_ms = slowest_ms(comm, start);

@@ -1,6 +1,9 @@
 // GPU ranks of the MPI reconstructor (device cuda: mpi::cholesky and mpi::solve_right on one CUDA
 // device per rank, ranks sharing the host's devices round-robin).
 //
+// - Covariance tiles and Ctm rows generated on a GPU rank's device equal the one-process GPU
+//   covariance_tiles / covariance bit for bit (the same element kernels, only the addresses
+//   differ), on systems taking every generator path (offset tables, edge points, direct sums).
 // - The distributed GPU solve against the one-process GPU solve (linalg::solve_right on a device
 //   copy of the same factor) with the bounds of tests/linalg/gpu_solve_devices.cpp: both within
 //   2 kappa 3 e of the exact solution, and within one unit of the operand format of each other
@@ -15,6 +18,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,12 +26,14 @@
 #include "../ao/covariance_test_systems.hpp"
 #include "../ao/reconstructor_mixed_checks.hpp"
 #include "../linalg/solve_test_support.hpp"
+#include "ao/covariance_select.hpp"
 #include "halfscope/ao/evaluation.hpp"
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/cholesky.hpp"
 #include "halfscope/linalg/solve.hpp"
+#include "halfscope/mpi/covariance.hpp"
 #include "halfscope/mpi/reconstructor.hpp"
 #include "halfscope/mpi/solve.hpp"
 #include "share_cores.hpp"
@@ -78,6 +84,57 @@ double rel_diff(const Array& got, const Array& ref) {
     den += static_cast<double>(ref.data_as<float>()[k]) * ref.data_as<float>()[k];
   }
   return std::sqrt(num / den);
+}
+
+ao::CovarianceOptions gpu_f32() {
+  ao::CovarianceOptions o;
+  o.device = DeviceKind::Cuda;
+  o.dtype = DType::f32;
+  return o;
+}
+
+TEST(MpiReconstructorGpu, CovarianceOnGpuRanksEqualsTheOneProcessGpuCovariance) {
+  const Comm world = Comm::world();
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const ao::AoSystem& system : {ao::test::small_system(), ao::test::mixed_system()}) {
+    for (const ao::CovarianceKind kind : {ao::CovarianceKind::cmm, ao::CovarianceKind::ctt})
+      for (const ProcessGrid grid : grids(world.size())) {
+        const std::int64_t nb = 13;  // partial tiles
+        const TileMatrix whole = ao::covariance_tiles(system, kind, nb, gpu_f32());
+        const DistTileMatrix mine =
+            covariance_tiles(world, system, kind, nb, grid, true, my_device(world));
+        const linalg::TileLayout& layout = mine.layout();
+        std::int64_t owned = 0;
+        for (std::int64_t tj = 0; tj < layout.tile_cols(); ++tj)
+          for (std::int64_t ti = tj; ti < layout.tile_rows(); ++ti) {
+            if (!mine.owns(ti, tj)) continue;
+            ++owned;
+            const float* want = whole.storage.data_as<float>() + layout.tile_offset(ti, tj);
+            EXPECT_EQ(std::memcmp(want, mine.tile(ti, tj),
+                                  sizeof(float) * layout.tile_height(ti) * layout.tile_width(tj)),
+                      0)
+                << system.name << " " << ao::covariance_kind_name(kind) << " tile (" << ti << ", "
+                << tj << ") grid " << grid.rows << " x " << grid.cols;
+          }
+        EXPECT_EQ(world.sum(owned), layout.tile_count());
+      }
+    // Ctm rows: a block per rank, and ranges that start and end inside the edge-point blocks.
+    const Array ctm = ao::covariance(system, ao::CovarianceKind::ctm, gpu_f32());
+    const std::int64_t m = ctm.dim(0), n = ctm.dim(1);
+    for (const auto& [begin, end] :
+         {std::pair<std::int64_t, std::int64_t>{m * world.rank() / world.size(),
+                                                m * (world.rank() + 1) / world.size()},
+          {3, m - 5},
+          {m - 1, m}}) {
+      std::vector<float> rows(static_cast<std::size_t>((end - begin) * n), -1.0f);
+      ao::detail::covariance_rows_selected_cuda(system, ao::CovarianceKind::ctm, begin, end,
+                                                rows.data(), true, my_device(world));
+      EXPECT_EQ(
+          std::memcmp(rows.data(), ctm.data_as<float>() + begin * n, sizeof(float) * rows.size()),
+          0)
+          << system.name << " Ctm rows [" << begin << ", " << end << ")";
+    }
+  }
 }
 
 TEST(MpiReconstructorGpu, DeviceSolveAgreesWithTheOneProcessGpuSolve) {

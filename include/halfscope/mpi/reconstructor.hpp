@@ -7,9 +7,10 @@
 // The same arithmetic as one process: the same FP32 tiles and rows of the covariances, the factor
 // of mpi::cholesky (equal to cholesky_tiles'), and the triangular solves of mpi::solve_right, so
 // R equals ao::tomographic_reconstructor's on the CPU bit for bit with the same BLAS thread count
-// (see mpi/solve.hpp). GPU ranks (device cuda: one CUDA device per rank) factor and solve on their
-// devices with the GPU kernels of one process, so R agrees with the one-process GPU R within the
-// precision's tolerance; the covariances are generated on the host's cores in both cases.
+// (see mpi/solve.hpp). GPU ranks (device cuda: one CUDA device per rank) generate their parts of
+// the covariances, factor and solve on their devices with the GPU kernels of one process (the
+// same covariance elements bit for bit), so R agrees with the one-process GPU R within the
+// precision's tolerance.
 #pragma once
 
 #include <cstdint>

@@ -95,18 +95,19 @@ static __global__ void __launch_bounds__(kCovTableThreads)
   }
 }
 
-/// Storage offset of element (i, j) of the target, or -1 when it is not stored (upper tiles of a
-/// lower layout). Matches the addressing of covariance_element_kernel.
+/// Storage offset of element (i, j) of the target, or -1 when it is not generated (upper tiles of
+/// a lower layout, tiles or rows left out of a selection). Matches the addressing of
+/// covariance_element_kernel.
 __device__ __forceinline__ std::int64_t covariance_offset(const CovOutput& out, std::int64_t cols,
                                                           std::int64_t rows, std::int64_t i,
                                                           std::int64_t j) {
-  if (!out.tiled) return i * cols + j;
+  if (!out.tiled)
+    return i < out.row_begin || i >= out.row_end ? -1 : (i - out.row_begin) * cols + j;
   const std::int64_t ti = i / out.nb, tj = j / out.nb;
-  if (out.lower && ti < tj) return -1;
   const std::int64_t h = min(out.nb, rows - ti * out.nb);
   const std::int64_t w = min(out.nb, cols - tj * out.nb);
-  return out.col_start[tj] + (ti - (out.lower ? tj : 0)) * out.nb * w + (i - ti * out.nb) +
-         (j - tj * out.nb) * h;
+  const std::int64_t start = covariance_tile_start(out, ti, tj, w);
+  return start < 0 ? -1 : start + (i - ti * out.nb) + (j - tj * out.nb) * h;
 }
 
 /// The ordered block (rows of sensor r, columns of sensor c) of an edge pair: its rectangle in the

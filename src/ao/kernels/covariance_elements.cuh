@@ -70,18 +70,32 @@ struct CovKernelArgs {
   bool any_edge = false;  // some pair has DevPair::edge set
 };
 
-/// Output geometry: a dense row-major matrix (tiled == false: one "tile" of rows x cols) or a
-/// tiled layout (tiles.hpp): tile (ti, tj) starts at col_start[tj] + (ti - first(tj)) nb width(tj),
-/// column-major with its height as leading dimension; first(tj) = tj for a lower layout, else 0.
+/// Output geometry: a dense row-major matrix (tiled == false: one "tile" of rows x cols, or only
+/// its rows [row_begin, row_end), stored from `data` on) or a tiled layout (tiles.hpp): tile
+/// (ti, tj) starts at col_start[tj] + (ti - first(tj)) nb width(tj), column-major with its height
+/// as leading dimension; first(tj) = tj for a lower layout, else 0. With tile_offset (an MPI
+/// rank's selection, issue 9) tile (ti, tj) starts at tile_offset[ti * tile_cols + tj] instead,
+/// and is not generated where that is negative.
 struct CovOutput {
   void* data = nullptr;
   bool tiled = false, lower = false;
   std::int64_t nb = 0;
-  std::int64_t tile_rows = 0;
+  std::int64_t tile_rows = 0, tile_cols = 0;
   const std::int64_t* col_start = nullptr;
+  const std::int64_t* tile_offset = nullptr;
+  std::int64_t row_begin = 0, row_end = 0;      // the dense rows generated
   std::int64_t blocks_per_tile = 1;             // ceil(nb / kCovBlock) per side
-  std::int64_t block_rows = 0, block_cols = 0;  // blocks per side of the whole grid
+  std::int64_t block_rows = 0, block_cols = 0;  // blocks per side of the grid
 };
+
+/// Where tile (ti, tj) of height h and width w starts in a tiled output, or -1 when it is not
+/// generated (above the diagonal of a lower layout, or left out of a selection).
+__device__ __forceinline__ std::int64_t covariance_tile_start(const CovOutput& out, std::int64_t ti,
+                                                              std::int64_t tj, std::int64_t w) {
+  if (out.lower && ti < tj) return -1;
+  if (out.tile_offset != nullptr) return out.tile_offset[ti * out.tile_cols + tj];
+  return out.col_start[tj] + (ti - (out.lower ? tj : 0)) * out.nb * w;
+}
 
 // Non-template kernels have internal linkage: this header is included by more than one
 // translation unit (covariance_cuda.cu, covariance_cuda_edges.cu).
@@ -178,23 +192,23 @@ __global__ void __launch_bounds__(kCovThreads)
   std::int64_t origin, ld;  // element (i, j) is stored at origin + i + j ld (tiled) / i ld + j
   if constexpr (Tiled) {
     const std::int64_t ti = brow / out.blocks_per_tile, tj = bcol / out.blocks_per_tile;
-    if (out.lower && ti < tj) return;  // not stored
     const std::int64_t h = min(out.nb, args.rows - ti * out.nb);
     const std::int64_t w = min(out.nb, args.cols - tj * out.nb);
+    const std::int64_t start = covariance_tile_start(out, ti, tj, w);
+    if (start < 0) return;  // not generated
     row0 = ti * out.nb + (brow % out.blocks_per_tile) * kCovBlock;
     col0 = tj * out.nb + (bcol % out.blocks_per_tile) * kCovBlock;
     row_end = min(ti * out.nb + h, row0 + kCovBlock);
     col_end = min(tj * out.nb + w, col0 + kCovBlock);
     if (row0 >= row_end || col0 >= col_end) return;
-    origin = out.col_start[tj] + (ti - (out.lower ? tj : 0)) * out.nb * w - ti * out.nb -
-             tj * out.nb * h;
+    origin = start - ti * out.nb - tj * out.nb * h;
     ld = h;
   } else {
-    row0 = brow * kCovBlock;
+    row0 = out.row_begin + brow * kCovBlock;
     col0 = bcol * kCovBlock;
-    row_end = min(args.rows, row0 + kCovBlock);
+    row_end = min(out.row_end, row0 + kCovBlock);
     col_end = min(args.cols, col0 + kCovBlock);
-    origin = 0;
+    origin = -out.row_begin * args.cols;
     ld = args.cols;
   }
   static_assert(32 % FastLanes == 0 && kCovBlock % FastLanes == 0 &&

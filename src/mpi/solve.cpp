@@ -84,11 +84,14 @@ class Panel {
       const int root = grid.owner(p, k);
       float* buffer = buffers_[current_].data();
       float* group = buffer + first;
-      if (root == comm.rank())
+      if (root == comm.rank()) {
+        // A panel of the E-ELT is up to 400 MB: copied on the rank's threads.
+#pragma omp parallel for schedule(static)
         for (std::int64_t i = k; i < nt; ++i)
           if (i % grid.rows == p)
             std::copy_n(l_.tile(i, k), layout.tile_height(i) * w,
                         buffer + offsets_[static_cast<std::size_t>(i)]);
+      }
       const auto bytes = static_cast<std::int64_t>(count * sizeof(float));
       comm.broadcast_bytes(group, bytes, root);
       ++traffic_.broadcasts;

@@ -269,7 +269,7 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
       ->delimiter(',');
   cmd->add_option("--grid", c->grid,
                   "under mpirun: the PxQ process grid of Cmm's tiles (default: P <= Q, as square "
-                  "as the rank count allows)");
+                  "as the rank count allows); --device cuda makes GPU ranks");
   cmd->add_flag("--evaluate", c->evaluate,
                 "print the tomographic error and Strehl of R and of the FP64 reconstructor");
   cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres (--evaluate)")

@@ -77,7 +77,8 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   ReconstructorPart part;
   part.grid = grid;
   std::vector<ao::detail::TiptiltGroup> groups;
-  const int host_device = rank_device(comm);  // collective: every rank asks
+  // Collective, and options are the same on every rank: all of them ask, or none.
+  const int host_device = options.device == DeviceKind::Cuda ? rank_device(comm) : -1;
   int device = -1;
   agree(comm, [&] {
     device = check_options(options, host_device);

@@ -133,11 +133,18 @@ TEST(MpiReconstructor, BadOptionsAreRefusedOnEveryRank) {
   const Comm world = Comm::world();
   const ao::AoSystem system = ao::test::small_system();
   ao::ReconstructorOptions o = options_for("uniform:SP", "uniform:SP", ao::TiptiltMethod::woodbury);
-  o.device = DeviceKind::Cuda;
+  // R stays in the ranks' host memory; CPU ranks take no device list (GPU ranks:
+  // test_reconstructor_gpu.cpp).
+  o.result_memory = Memory::device;
   EXPECT_THROW(
       (void)tomographic_reconstructor(world, system, o, ProcessGrid::for_ranks(world.size())),
       Unsupported);
-  o.device = DeviceKind::Cpu;
+  o.result_memory = Memory::host;
+  o.devices = {0};
+  EXPECT_THROW(
+      (void)tomographic_reconstructor(world, system, o, ProcessGrid::for_ranks(world.size())),
+      Unsupported);
+  o.devices.clear();
   o.tile = 0;
   EXPECT_THROW(
       (void)tomographic_reconstructor(world, system, o, ProcessGrid::for_ranks(world.size())),

@@ -110,7 +110,7 @@ def test_bad_arguments(tmp_path):
 ])
 def test_bad_devices(tmp_path, args, words):
     """--devices spreads the factorization and the solves over GPUs: refused on a CPU run, with a
-    --grid (the MPI path is CPU ranks only) and for bad indices, before any covariance is made."""
+    --grid (the MPI path's GPU ranks take --device cuda) and for bad indices, before any covariance is made."""
     res = run("ao", "reconstructor", SYSTEM, "-o", tmp_path / "R.npy", *args)
     assert_bad_input(res, *words)
     assert not (tmp_path / "R.npy").exists()

@@ -57,6 +57,31 @@ def max_rel_diff(x_path, ref_path, block=4096):
     return diff / top
 
 
+def cli_devices(cli, who):
+    """`halfscope info --json`'s devices; exits naming `who` when there is none."""
+    info = json.loads(subprocess.run([cli, "info", "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+    if not info["devices"]:
+        sys.exit(f"{who}: no CUDA device")
+    return info["devices"]
+
+
+def grid_of(ranks):
+    """The squarest P x Q grid of `ranks` with P <= Q."""
+    p = max(d for d in range(1, ranks + 1) if ranks % d == 0 and d * d <= ranks)
+    return p, ranks // p
+
+
+def save(path, benchmark, devices, cases):
+    """The benchmark report (bench/README.md schema) for the first device of the host."""
+    report = {"benchmark": benchmark, "date": datetime.date.today().isoformat(),
+              "commit": commit(), "device": {"name": devices[0]["name"],
+                                             "cc": devices[0]["compute_capability"],
+                                             "count": len(devices)},
+              "cases": cases}
+    write_report(pathlib.Path(path), report)
+
+
 def factor(command, out, repeats):
     """Median / min / max of the report's factor_ms over `repeats` runs; the last report."""
     times, report = [], None
@@ -87,11 +112,7 @@ def main(argv=None):
     ap.add_argument("--workdir", default=None, help="where the matrices go (default: a temp dir)")
     args = ap.parse_args(argv)
 
-    info = json.loads(subprocess.run([args.cli, "info", "--json"], capture_output=True,
-                                     text=True, check=True).stdout)
-    if not info["devices"]:
-        sys.exit("cholesky_ranks_bench: no CUDA device")
-    d0 = info["devices"][0]
+    devices = cli_devices(args.cli, "cholesky_ranks_bench")
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-chol-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     cases = []
@@ -119,9 +140,9 @@ def main(argv=None):
             print(f"n {n} {policy}: one process, device matrix {one_ms:.1f} ms", flush=True)
             for ranks in map(int, args.ranks.split(",")):
                 out = work / f"L-{ranks}.npy"
-                p = max(d for d in range(1, ranks + 1) if ranks % d == 0 and d * d <= ranks)
+                p, q = grid_of(ranks)
                 stats, report = factor([*shlex.split(args.mpiexec), "-np", str(ranks), *base,
-                                        "--grid", f"{p}x{ranks // p}"], out, args.repeats)
+                                        "--grid", f"{p}x{q}"], out, args.repeats)
                 diff = max_rel_diff(out, one_l)
                 cases.append({"implementation": "halfscope", "method": "tile-cholesky-gpu-ranks",
                               "precision": policy,
@@ -138,11 +159,7 @@ def main(argv=None):
                 out.unlink()
             one_l.unlink()
         a.unlink()
-    report = {"benchmark": "cholesky-gpu-ranks", "date": datetime.date.today().isoformat(),
-              "commit": commit(), "device": {"name": d0["name"], "cc": d0["compute_capability"],
-                                             "count": len(info["devices"])},
-              "cases": cases}
-    write_report(pathlib.Path(args.json), report)
+    save(args.json, "cholesky-gpu-ranks", devices, cases)
     return 0
 
 

@@ -20,8 +20,6 @@ bench/README.md.
         --json OUT.json [--systems preset:mid] [--ranks 1,2,4]
 """
 import argparse
-import datetime
-import json
 import os
 import pathlib
 import re
@@ -33,9 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from peer_common import write_report  # noqa: E402
-from mfilter_devices_bench import commit  # noqa: E402
-from cholesky_ranks_bench import max_rel_diff  # noqa: E402
+from cholesky_ranks_bench import cli_devices, grid_of, max_rel_diff, save  # noqa: E402
 
 TIMES = re.compile(r"^times: covariance ([0-9.]+) ms, factor ([0-9.]+) ms, solves ([0-9.]+) ms",
                    re.M)
@@ -93,11 +89,7 @@ def main(argv=None):
     ap.add_argument("--workdir", default=None, help="where R goes (default: a temp dir)")
     args = ap.parse_args(argv)
 
-    info = json.loads(subprocess.run([args.cli, "info", "--json"], capture_output=True,
-                                     text=True, check=True).stdout)
-    if not info["devices"]:
-        sys.exit("tor_ranks_bench: no CUDA device")
-    d0 = info["devices"][0]
+    devices = cli_devices(args.cli, "tor_ranks_bench")
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-tor-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     cases = []
@@ -121,20 +113,19 @@ def main(argv=None):
                   f"{stats['covariance_ms']['median']:.1f} ms", flush=True)
             for ranks in map(int, args.ranks.split(",")):
                 out = work / f"R-{ranks}.npy"
-                p = max(d for d in range(1, ranks + 1) if ranks % d == 0 and d * d <= ranks)
-                stats, text = reconstruct([*shlex.split(args.mpiexec), "-np", str(ranks), *base,
-                                           "--grid", f"{p}x{ranks // p}"], out, args.repeats)
+                p, q = grid_of(ranks)
+                command = [*shlex.split(args.mpiexec), "-np", str(ranks), *base, "--grid",
+                           f"{p}x{q}"]
+                stats, text = reconstruct(command, out, args.repeats)
                 diff = max_rel_diff(out, one_r)
                 if args.evaluate:
-                    stats["strehl_otf"], stats["strehl_otf_fp64"] = strehl(
-                        [*shlex.split(args.mpiexec), "-np", str(ranks), *base, "--grid",
-                         f"{p}x{ranks // p}"], out)
+                    stats["strehl_otf"], stats["strehl_otf_fp64"] = strehl(command, out)
                 moved = TRAFFIC.search(text)
                 devices = re.search(r"GPU ranks: CUDA device of each rank ([0-9 ]+)", text)
                 cases.append({
                     "implementation": "halfscope", "method": "reconstructor-gpu-ranks",
                     "precision": pair,
-                    "params": dict(params, ranks=ranks, grid=[p, ranks // p],
+                    "params": dict(params, ranks=ranks, grid=[p, q],
                                    devices=devices.group(1).split() if devices else None),
                     **stats,
                     "factor_vs_one_process": one["factor_ms"]["median"] /
@@ -153,11 +144,7 @@ def main(argv=None):
                          if args.evaluate else ""), flush=True)
                 out.unlink()
             one_r.unlink()
-    report = {"benchmark": "reconstructor-gpu-ranks", "date": datetime.date.today().isoformat(),
-              "commit": commit(), "device": {"name": d0["name"], "cc": d0["compute_capability"],
-                                             "count": len(info["devices"])},
-              "cases": cases}
-    write_report(pathlib.Path(args.json), report)
+    save(args.json, "reconstructor-gpu-ranks", devices, cases)
     return 0
 
 

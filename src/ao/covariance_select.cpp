@@ -107,17 +107,14 @@ void covariance_tiles_selected_cuda(const AoSystem& system, CovarianceKind kind,
 
 void covariance_rows_selected_cuda(const AoSystem& system, CovarianceKind kind,
                                    std::int64_t row_begin, std::int64_t row_end, float* out,
-                                   bool noise, int device) {
+                                   bool noise) {
   const CovariancePlan plan = make_covariance_plan(system, noise);
-  CovarianceTarget target = rows_target(system, kind, row_begin, row_end, out);
-  check_covariance_target(plan, target, "covariance_rows_selected_cuda");  // before allocating
-  if (row_end <= row_begin || target.cols == 0) return;
-  const cuda::DeviceGuard restore;
-  HS_CUDA_CHECK(cudaSetDevice(device));
-  Array buffer(DType::f32, {row_end - row_begin, target.cols}, Memory::device);
-  target.data = buffer.data();
-  covariance_cuda(plan, target);
-  cuda::download_staged(out, buffer.data(), buffer.nbytes(), cuda::staging_threads(1));
+  if (row_end <= row_begin) {
+    check_covariance_target(plan, rows_target(system, kind, row_begin, row_end, out),
+                            "covariance_rows_selected_cuda");
+    return;
+  }
+  covariance_cuda(plan, rows_target(system, kind, row_begin, row_end, out));  // checks it all
 }
 
 #else
@@ -130,9 +127,8 @@ void covariance_tiles_selected_cuda(const AoSystem&, CovarianceKind, const linal
 }
 
 void covariance_rows_selected_cuda(const AoSystem&, CovarianceKind, std::int64_t, std::int64_t,
-                                   float*, bool, int device) {
-  throw Unsupported("covariance on a GPU rank (CUDA device " + std::to_string(device) +
-                    ") in a build without CUDA");
+                                   float*, bool) {
+  throw Unsupported("covariance rows on a GPU rank in a build without CUDA");
 }
 
 #endif

@@ -40,10 +40,11 @@ void covariance_tiles_selected_cuda(const AoSystem& system, CovarianceKind kind,
                                     const std::vector<std::int64_t>& offsets, bool noise,
                                     int device);
 
-/// covariance_rows_selected on CUDA device `device` (the rows generated there, then copied into
-/// host `out`), each element as covariance(system, ctm) on the GPU gives it.
+/// covariance_rows_selected by the GPU backend into device memory `out` (the current device's),
+/// each element as covariance(system, ctm) on the GPU gives it. InvalidInput as
+/// covariance_rows_selected; Unsupported in a build without CUDA.
 void covariance_rows_selected_cuda(const AoSystem& system, CovarianceKind kind,
                                    std::int64_t row_begin, std::int64_t row_end, float* out,
-                                   bool noise, int device);
+                                   bool noise);
 
 }  // namespace halfscope::ao::detail

@@ -61,14 +61,23 @@ class CudaFactor final : public DeviceFactor {
     });
   }
 
-  void solve(float* rows, std::int64_t r, const std::vector<GemmVariant>& variants) override {
+  void solve(Array& rows, const std::vector<GemmVariant>& variants) override {
     wait();
     const cuda::DeviceGuard restore;
     HS_CUDA_CHECK(cudaSetDevice(device_));
-    Array b(DType::f32, {r, l_.layout.rows()}, Memory::device);
-    cuda::upload_staged(b.data(), rows, b.nbytes(), threads_);
+    if (rows.on_device()) {
+      if (cuda::device_of(rows.data()) != device_)
+        throw InvalidInput("MPI solve: b: a GPU rank's rows must be on its CUDA device " +
+                           std::to_string(device_) + ", found device " +
+                           std::to_string(cuda::device_of(rows.data())));
+      HS_CUDA_CHECK(cudaDeviceSynchronize());  // rows written on any stream of the device
+      solve_right_cuda(l_, rows, variants);
+      return;
+    }
+    Array b(DType::f32, rows.shape(), Memory::device);
+    cuda::upload_staged(b.data(), rows.data(), b.nbytes(), threads_);
     solve_right_cuda(l_, b, variants);
-    cuda::download_staged(rows, b.data(), b.nbytes(), threads_);
+    cuda::download_staged(rows.data(), b.data(), b.nbytes(), threads_);
   }
 
  private:

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "halfscope/core/array.hpp"
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
 
@@ -26,10 +27,11 @@ class DeviceFactor {
   /// for the previous column first; its copy's error, if any, is thrown here.
   virtual void load_column(std::int64_t k, const std::vector<const float*>& tiles) = 0;
 
-  /// Waits for the last column, then X A = B in place for `rows` (r x n row-major float32 host
-  /// rows, r >= 1) on the device with the variant of tile (i, j) in variants[i * NT + j]: the
-  /// rows go up, through solve_right_cuda, and back. Errors as solve_right_cuda.
-  virtual void solve(float* rows, std::int64_t r, const std::vector<GemmVariant>& variants) = 0;
+  /// Waits for the last column, then X A = B in place for `rows` (r x n row-major float32, r >= 1,
+  /// on the host or already on this device) with the variant of tile (i, j) in
+  /// variants[i * NT + j] through solve_right_cuda; host rows go up and come back. Errors as
+  /// solve_right_cuda.
+  virtual void solve(Array& rows, const std::vector<GemmVariant>& variants) = 0;
 };
 
 /// Allocates the copy of a factor of `layout` (lower, float32) on CUDA device `device`; `threads`

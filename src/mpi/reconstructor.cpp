@@ -18,7 +18,9 @@
 
 #include "ao/covariance_select.hpp"
 #include "ao/reconstructor_tiptilt.hpp"
+#include "core/staged_copy.hpp"
 #include "halfscope/ao/covariance.hpp"
+#include "halfscope/config.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "mpi/reconstructor_threads.hpp"
@@ -68,6 +70,19 @@ int check_options(const ao::ReconstructorOptions& options, int host_device) {
   return device;
 }
 
+// `rows` in host memory: itself, or a GPU rank's rows copied down staged on the host's threads
+// (4.5 GB of R at the E-ELT size; a plain pageable copy runs on one thread).
+Array to_host(const Array& rows) {
+  if (!rows.on_device()) return rows;
+#if HALFSCOPE_WITH_CUDA
+  Array host(DType::f32, rows.shape());
+  cuda::download_staged(host.data(), rows.data(), rows.nbytes(), cuda::staging_threads(1));
+  return host;
+#else
+  return rows.to(Memory::host);
+#endif
+}
+
 }  // namespace
 
 ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoSystem& system,
@@ -101,16 +116,19 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   DistTileMatrix cmm =
       covariance_tiles(comm, q > 0 ? ao::detail::without_lgs_tiptilt(system) : system,
                        ao::CovarianceKind::cmm, options.tile, grid, /*noise=*/true, device);
+  // A GPU rank keeps its right-hand sides on its device (the current one since check_options)
+  // from their generation through the solves and the Woodbury correction.
   Array rhs;
   agree(comm, [&] {
-    if (count + q > 0) rhs = Array(DType::f32, {count + q, n});  // may fail on one rank: agreed
+    const Memory where = device < 0 ? Memory::host : Memory::device;
+    if (count + q > 0) rhs = Array(DType::f32, {count + q, n}, where);  // may fail: agreed
     if (count > 0 && device < 0)
       ao::detail::covariance_rows_selected(system, ao::CovarianceKind::ctm, part.rows.begin,
                                            part.rows.end, rhs.data_as<float>(), /*noise=*/true);
     else if (count > 0)
       ao::detail::covariance_rows_selected_cuda(system, ao::CovarianceKind::ctm, part.rows.begin,
                                                 part.rows.end, rhs.data_as<float>(),
-                                                /*noise=*/true, device);
+                                                /*noise=*/true);
     if (q > 0) ao::detail::write_indicator_rows(rhs, count, groups);
   });
   out.covariance_ms = slowest_ms(comm, start);
@@ -130,11 +148,10 @@ ReconstructorPart tomographic_reconstructor_rows(const Comm& comm, const ao::AoS
   out.solve = solve_right(cmm, rhs, solve, &part.solve_traffic);
   agree(comm, [&] {
     if (count > 0) ao::detail::apply_tiptilt_correction(rhs, count, groups);
+    // R's rows: the first `count` (a view sharing the buffer), in host memory.
+    if (count > 0) out.matrix = to_host(q > 0 ? rhs.slice(0, 0, count) : rhs);
   });
   out.solve_ms = slowest_ms(comm, start);
-
-  // R's rows: the first `count` (a view sharing the buffer).
-  if (count > 0) out.matrix = q > 0 ? rhs.slice(0, 0, count) : rhs;
   part.bytes_moved =
       comm.sum(part.factor_traffic.bytes_received + part.solve_traffic.bytes_received);
   return part;

@@ -20,6 +20,7 @@
 #include "linalg/gemm_variants.hpp"
 #include "linalg/rank_solve.hpp"
 #include "linalg/solve_cpu.hpp"
+#include "linalg/solve_internal.hpp"
 #include "mpi/reconstructor_threads.hpp"
 
 namespace halfscope::mpi {
@@ -131,7 +132,7 @@ void for_slices(const Rows& rows, std::exception_ptr& error, const Step& step) {
 }
 
 std::int64_t first_non_finite(const Array& b) {
-  return b.empty() ? -1 : linalg::detail::first_non_finite(b.data_as<float>(), b.size());
+  return b.empty() ? -1 : linalg::detail::first_non_finite(b);  // host or device
 }
 
 std::string position(std::int64_t index, std::int64_t n) {
@@ -178,7 +179,7 @@ void solve_on_host(const DistTileMatrix& l, const Rows& rows,
 // buffers), then the rows are solved there in one call with the same variant table. A rank
 // without rows only takes part in the broadcasts; a rank whose device fails keeps taking part and
 // reports at the end.
-void solve_on_device(const DistTileMatrix& l, int device, const Rows& rows,
+void solve_on_device(const DistTileMatrix& l, int device, Array& b,
                      const std::vector<GemmVariant>& variants, SolveTraffic& traffic,
                      std::exception_ptr& error) {
   const std::int64_t nt = l.layout().tile_rows();
@@ -192,7 +193,7 @@ void solve_on_device(const DistTileMatrix& l, int device, const Rows& rows,
       error = std::current_exception();
     }
   };
-  if (rows.r > 0)
+  if (!b.empty())
     attempt([&] {
       copy = linalg::detail::make_device_factor(device, l.layout(), omp_get_max_threads());
     });
@@ -207,7 +208,7 @@ void solve_on_device(const DistTileMatrix& l, int device, const Rows& rows,
     });
   }
   attempt([&] {
-    if (copy) copy->solve(rows.b, rows.r, variants);
+    if (copy) copy->solve(b, variants);
   });
 }
 
@@ -228,13 +229,14 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
           "found " +
           std::to_string(options.devices.size()));
     if (b.empty()) return;
+    // Device rows only on a GPU rank (its device is checked where they are solved).
     if (b.ndim() != 2 || b.dim(1) != n || b.dtype() != DType::f32 || !b.is_c_contiguous() ||
-        b.on_device())
+        (b.on_device() && options.devices.empty()))
       throw InvalidInput(
-          "mpi::solve_right: b: expected this rank's rows, a C-contiguous float32 "
-          "host array of shape [r, " +
-          std::to_string(n) + "] (the matrix is " + std::to_string(n) + " x " + std::to_string(n) +
-          "), found " + b.describe());
+          "mpi::solve_right: b: expected this rank's rows, a C-contiguous float32 array of "
+          "shape [r, " +
+          std::to_string(n) + "] in host memory (or a GPU rank's device memory; the matrix is " +
+          std::to_string(n) + " x " + std::to_string(n) + "), found " + b.describe());
     if (const std::int64_t bad = first_non_finite(b); bad >= 0)
       throw InvalidInput(
           "mpi::solve_right: b: every entry must be finite, found a non-finite "
@@ -242,7 +244,7 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
           position(bad, n));
   });
   const std::vector<GemmVariant> variants = variants_of(l, options.policy);
-  Rows rows;
+  Rows rows;  // the CPU rank's view of b
   rows.b = b.empty() ? nullptr : b.data_as<float>();
   rows.r = b.empty() ? 0 : b.dim(0);
   rows.n = n;
@@ -253,7 +255,7 @@ linalg::SolveReport solve_right(const DistTileMatrix& l, Array& b,
   if (options.devices.empty())
     solve_on_host(l, rows, variants, local, error);
   else
-    solve_on_device(l, options.devices.front(), rows, variants, local, error);
+    solve_on_device(l, options.devices.front(), b, variants, local, error);
   agree(comm, [&] {
     if (error) std::rethrow_exception(error);
     if (const std::int64_t bad = first_non_finite(b); bad >= 0)

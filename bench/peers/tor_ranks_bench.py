@@ -121,12 +121,12 @@ def main(argv=None):
                 if args.evaluate:
                     stats["strehl_otf"], stats["strehl_otf_fp64"] = strehl(command, out)
                 moved = TRAFFIC.search(text)
-                devices = re.search(r"GPU ranks: CUDA device of each rank ([0-9 ]+)", text)
+                per_rank = re.search(r"GPU ranks: CUDA device of each rank ([0-9 ]+)", text)
                 cases.append({
                     "implementation": "halfscope", "method": "reconstructor-gpu-ranks",
                     "precision": pair,
                     "params": dict(params, ranks=ranks, grid=[p, q],
-                                   devices=devices.group(1).split() if devices else None),
+                                   devices=per_rank.group(1).split() if per_rank else None),
                     **stats,
                     "factor_vs_one_process": one["factor_ms"]["median"] /
                     stats["factor_ms"]["median"],

@@ -4,8 +4,9 @@
 // Woodbury correction (ao/reconstructor_tiptilt.hpp) of this rank's rows needs nothing from the
 // other ranks: every rank solves the q rows of W = U^T K^-1 itself (q is twice the LGS count).
 // GPU ranks generate their tiles of Cmm and rows of Ctm, factor and solve on their devices
-// (mpi::covariance_tiles, mpi::cholesky and mpi::solve_right with one device); each phase's
-// result comes back to the rank's host memory, where the next phase (and MPI) take it from.
+// (mpi::covariance_tiles, mpi::cholesky and mpi::solve_right with one device): the tiles of Cmm
+// and of L go through the rank's host memory between phases (where MPI takes them from), the
+// right-hand sides stay on the device until R's rows come down.
 #include "halfscope/mpi/reconstructor.hpp"
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 
+#include "core/huge_pages.hpp"
 #include "core/strided.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/convert.hpp"
@@ -51,6 +52,7 @@ std::shared_ptr<Buffer> Buffer::allocate(std::int64_t bytes, Memory memory) {
 #endif
   p = std::aligned_alloc(64, size);
   if (!p) throw std::bad_alloc();
+  detail::advise_huge_pages(p, size);
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, Memory::host));  // pinned falls back here
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "core/huge_pages.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cpu.hpp"
 
@@ -52,6 +53,8 @@ DistTileMatrix::DistTileMatrix(const Comm& comm, linalg::TileLayout layout, Proc
       local_elements_ += layout_.tile_height(i) * layout_.tile_width(j);
     }
   data_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(local_elements_));
+  ::halfscope::detail::advise_huge_pages(data_.get(),
+                                         static_cast<std::size_t>(local_elements_) * sizeof(float));
 }
 
 bool DistTileMatrix::owns(std::int64_t ti, std::int64_t tj) const noexcept {

@@ -44,7 +44,8 @@ struct SolveTraffic {
 
 /// X A = B in place for this rank's rows: `l` a factor from mpi::cholesky (lower float32 tiles),
 /// `b` this rank's r x n C-contiguous float32 rows (r >= 0; an empty Array for none) in host
-/// memory, or on a GPU rank in its device's memory (solved there without a copy),
+/// memory, or on a GPU rank in its device's memory (options.devices' device, current on the
+/// calling thread; solved there without a copy),
 /// overwritten with B A^-1. Collective over l.comm(): every rank calls it, with or without rows.
 /// The variant of each off-diagonal GEMM is options.policy's choice from the Frobenius norms of
 /// L's tiles and of L (one sum over the ranks), as in linalg::solve_right; diagonal tiles by FP32

@@ -150,25 +150,13 @@ struct Solver {
   // DP); `g` has A, B and the sizes filled in.
   void gemm_rounding_c(GemmVariant v, GemmBatch g, std::int64_t step, std::int64_t ti,
                        std::int64_t tj) const {
-    float* c = static_cast<float*>(g.c);
     BlockSet cset;
-    cset.base = c, cset.count = 1, cset.rows = g.m, cset.last_rows = g.m, cset.cols = r;
-    cset.src_ld = n, cset.dst_ld = v == GemmVariant::HP2 ? n : 0;
+    cset.base = static_cast<float*>(g.c), cset.count = 1, cset.rows = g.m, cset.last_rows = g.m;
+    cset.cols = r, cset.src_ld = n, cset.dst_ld = n;
     cset.tag_base = failure_code(step, FailureKind::c_entry, false, ti, tj);
-    const FailureCode result = failure_code(step, FailureKind::result, false, ti, tj);
-    if (v == GemmVariant::HP2) {
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, s);
-      gemm_batched(h, v, g);
-      cset.tag_base = result;
-      convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, s);
-      return;
-    }
-    const OperandFormat cf = c_format(v);
-    void* scratch = c_scratch[static_cast<int>(cf)];
-    convert_blocks(cset, rounding_for(cf), scratch, flag, s);
-    g.c = scratch, g.ldc = g.m;
-    gemm_batched(h, v, g);
-    convert_back(scratch, v == GemmVariant::HP3, g.m * r, g.m * r, g.m, c, n, result, 0, flag, s);
+    detail::gemm_rounding_c(h, s, v, g, cset,
+                            failure_code(step, FailureKind::result, false, ti, tj),
+                            c_scratch[static_cast<int>(c_format(v))], flag);
   }
 
   // Runs a batch, or tile by tile for the C-rounding variants (A advancing by stride_a, C by nb

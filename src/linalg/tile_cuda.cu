@@ -357,12 +357,15 @@ void gemm_rounding_c(cublasHandle_t handle, cudaStream_t stream, GemmVariant v, 
     convert_blocks(cset, Rounding::fp16_in_fp32, c, flag, stream);
     return;
   }
-  convert_blocks(cset, rounding_for(c_format(v)), scratch, flag, stream);
-  g.c = scratch;
-  gemm_batched(handle, v, g);
+  // The scratch holds C packed (block t at t rows cols, ld rows), whatever C's own ld.
   const std::int64_t elems = cset.rows * cset.cols, total = cset.count * elems;
-  convert_back(scratch, v == GemmVariant::HP3, total, elems, total, c, 0, result_tag, cset.tag_step,
-               flag, stream);
+  BlockSet packed = cset;
+  packed.dst_ld = 0, packed.dst_stride = elems;
+  convert_blocks(packed, rounding_for(c_format(v)), scratch, flag, stream);
+  g.c = scratch, g.ldc = cset.rows, g.stride_c = elems;
+  gemm_batched(handle, v, g);
+  convert_back(scratch, v == GemmVariant::HP3, total, elems, cset.src_ld > 0 ? cset.rows : total, c,
+               cset.src_ld, result_tag, cset.tag_step, flag, stream);
 }
 
 std::int64_t format_bytes(OperandFormat f) noexcept {

@@ -163,11 +163,12 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
 /// The C format a variant updates (fp32, or fp16 for HP3, fp64 for DP).
 OperandFormat c_format(GemmVariant v) noexcept;
 
-/// The update of `g` in a variant that rounds C (HP2, HP3, DP) for the packed FP32 C tiles of
-/// `cset` (cset.base = g.c; `count` blocks of rows x cols, one after another, with cset's c_entry
-/// tags): HP2 rounds C to FP16 in place before and after the GEMM; HP3 / DP convert C into
-/// `scratch` (FP16 / FP64, the whole batch), update it there and convert it back. Results that
-/// do not fit are flagged with result_tag + t * cset.tag_step. Asynchronous on `stream`.
+/// The update of `g` in a variant that rounds C (HP2, HP3, DP) for the FP32 C blocks of `cset`
+/// (cset.base = g.c, with cset's c_entry tags: `count` packed tiles of rows x cols one after
+/// another, or one block of leading dimension src_ld = dst_ld = g.ldc): HP2 rounds C to FP16 in
+/// place before and after the GEMM; HP3 / DP convert C into `scratch` (FP16 / FP64, the whole
+/// batch packed), update it there and convert it back. Results that do not fit are flagged with
+/// result_tag + t * cset.tag_step. Asynchronous on `stream`.
 void gemm_rounding_c(cublasHandle_t handle, cudaStream_t stream, GemmVariant v, GemmBatch g,
                      BlockSet cset, FailureCode result_tag, void* scratch, FailureCode* flag);
 

@@ -15,26 +15,16 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/mpi/reconstructor.hpp"
 #include "share_cores.hpp"
+#include "small_system_options.hpp"
 
 namespace halfscope::mpi {
 namespace {
-
-ao::ReconstructorOptions options_for(const char* policy, const char* solve_policy,
-                                     ao::TiptiltMethod tiptilt) {
-  ao::ReconstructorOptions o;
-  o.policy = linalg::parse_policy(policy);
-  o.solve_policy = linalg::parse_policy(solve_policy);
-  o.tile = 24;  // small_system: n = 256 slopes, 11 tile rows, the last one partial
-  o.device = DeviceKind::Cpu;
-  o.tiptilt = tiptilt;
-  return o;
-}
 
 void expect_same_reconstructor(const char* policy, const char* solve_policy,
                                ao::TiptiltMethod tiptilt) {
   const Comm world = Comm::world();
   const ao::AoSystem system = ao::test::small_system();
-  const ao::ReconstructorOptions o = options_for(policy, solve_policy, tiptilt);
+  const ao::ReconstructorOptions o = test::small_system_options(policy, solve_policy, tiptilt);
   const std::string label = std::string(policy) + " / " + solve_policy + " / " +
                             std::string(ao::tiptilt_method_name(tiptilt));
   const ao::Reconstructor ref = ao::tomographic_reconstructor(system, o);
@@ -93,7 +83,8 @@ TEST(MpiReconstructor, RanksWithoutRowsTakePart) {
   ao::AoSystem system = ao::test::one_ngs_system();
   system.noise.enabled = true;
   system.truth.subapertures = 1;
-  ao::ReconstructorOptions o = options_for("uniform:SP", "uniform:SP", ao::TiptiltMethod::woodbury);
+  ao::ReconstructorOptions o =
+      test::small_system_options("uniform:SP", "uniform:SP", ao::TiptiltMethod::woodbury);
   o.tile = 5;
   const ao::Reconstructor ref = ao::tomographic_reconstructor(system, o);
   ASSERT_EQ(ref.matrix.dim(0), 2);
@@ -117,7 +108,7 @@ TEST(MpiReconstructor, NotPositiveDefiniteReachesEveryRank) {
   for (ao::Sensor& s : system.sensors)
     if (s.guide_star == ao::GuideStar::lgs) s.lgs_tiptilt_arcsec2 = 67108864.0;  // 2^26
   const ao::ReconstructorOptions o =
-      options_for("uniform:SP", "uniform:SP", ao::TiptiltMethod::direct);
+      test::small_system_options("uniform:SP", "uniform:SP", ao::TiptiltMethod::direct);
   ASSERT_THROW((void)ao::tomographic_reconstructor(system, o), NotPositiveDefinite);
   try {
     (void)tomographic_reconstructor(world, system, o, ProcessGrid::for_ranks(world.size()));
@@ -132,7 +123,8 @@ TEST(MpiReconstructor, NotPositiveDefiniteReachesEveryRank) {
 TEST(MpiReconstructor, BadOptionsAreRefusedOnEveryRank) {
   const Comm world = Comm::world();
   const ao::AoSystem system = ao::test::small_system();
-  ao::ReconstructorOptions o = options_for("uniform:SP", "uniform:SP", ao::TiptiltMethod::woodbury);
+  ao::ReconstructorOptions o =
+      test::small_system_options("uniform:SP", "uniform:SP", ao::TiptiltMethod::woodbury);
   // R stays in the ranks' host memory; CPU ranks take no device list (GPU ranks:
   // test_reconstructor_gpu.cpp).
   o.result_memory = Memory::device;

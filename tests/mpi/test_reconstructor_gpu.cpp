@@ -37,6 +37,7 @@
 #include "halfscope/mpi/reconstructor.hpp"
 #include "halfscope/mpi/solve.hpp"
 #include "share_cores.hpp"
+#include "small_system_options.hpp"
 
 namespace halfscope::mpi {
 namespace {
@@ -228,12 +229,8 @@ void expect_gpu_ranks_within_tolerance(const char* policy, const char* solve_pol
                                        ao::TiptiltMethod tiptilt, double bound_to_ctm,
                                        double strehl_tolerance) {
   const Comm world = Comm::world();
-  ao::ReconstructorOptions o;
-  o.policy = linalg::parse_policy(policy);
-  o.solve_policy = linalg::parse_policy(solve_policy);
-  o.tile = 24;  // n = 256 slopes: 11 tile rows, the last one partial
-  o.device = DeviceKind::Cuda;
-  o.tiptilt = tiptilt;
+  const ao::ReconstructorOptions o =
+      test::small_system_options(policy, solve_policy, tiptilt, DeviceKind::Cuda);
   const ReconstructorPart part = tomographic_reconstructor_rows(
       world, ao::test::small_system(), o, ProcessGrid::for_ranks(world.size()));
   EXPECT_EQ(part.device, my_device(world));

@@ -23,6 +23,7 @@
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/mpi/reconstructor.hpp"
 #include "share_cores.hpp"
+#include "small_system_options.hpp"
 
 namespace halfscope::mpi {
 namespace {
@@ -47,12 +48,7 @@ void expect_within_tolerance(const char* policy, const char* solve_policy,
                              ao::TiptiltMethod tiptilt, double bound_to_ctm,
                              double strehl_tolerance) {
   const Comm world = Comm::world();
-  ao::ReconstructorOptions o;
-  o.policy = linalg::parse_policy(policy);
-  o.solve_policy = linalg::parse_policy(solve_policy);
-  o.tile = 24;  // n = 256 slopes: 11 tile rows, the last one partial
-  o.device = DeviceKind::Cpu;
-  o.tiptilt = tiptilt;
+  const ao::ReconstructorOptions o = test::small_system_options(policy, solve_policy, tiptilt);
   const ao::Reconstructor got = tomographic_reconstructor(world, ao::test::small_system(), o,
                                                           ProcessGrid::for_ranks(world.size()));
   if (world.rank() != 0) return;

@@ -19,6 +19,7 @@
 #include "halfscope/io/dataset.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
+#include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/seismic_input.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter_ranks.hpp"
@@ -136,7 +137,9 @@ void check_usage(const Globals& g, const MfCliOptions& c) {
 struct MfJob {
   MfOptions options;
   DetectOptions detect;
-  io::SeismicData data;
+  io::SeismicData data;  // data.data stays empty when `samples` reads them by windows
+  /// Under mpirun with one .npy DATA: the file, which each rank reads only in part.
+  std::unique_ptr<io::SampleSource> samples;
   io::SeismicTemplates t;
   MfNetwork network;
   std::string history;  // of the correlation output
@@ -169,8 +172,20 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   det.min_separation = c.min_separation;
 
   const std::string& data_spec = c.inputs.back();
-  io::SeismicData data = io::read_seismic_data(data_spec);
+  // Ranks read a .npy DATA by windows (each its share), unless templates are cut from it.
+  std::unique_ptr<io::SampleSource> samples;
+  io::SeismicData data;
+  if (g.ranks > 1 && io::format_of(data_spec) == io::Format::npy &&
+      (c.template_times.empty() || !c.template_data.empty())) {
+    samples = io::npy_samples(data_spec);
+    for (std::int64_t ch = 0; ch < samples->shape()[0]; ++ch)
+      data.channel_ids.push_back(std::to_string(ch));
+    data.source = data_spec;
+  } else {
+    data = io::read_seismic_data(data_spec);
+  }
   report_gaps(g, data);
+  const Shape data_shape = samples ? samples->shape() : data.data.shape();
   io::SeismicTemplates t;
   if (c.template_times.empty()) {
     t = io::read_template_array(c.inputs.front());
@@ -188,10 +203,10 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   }
   const std::string tname = c.template_times.empty() ? c.inputs.front() : c.template_times;
   const std::int64_t T = t.templates.dim(0), C = t.templates.dim(1), K = t.templates.dim(2);
-  const std::int64_t L = data.data.dim(1);
-  if (C != data.data.dim(0))
+  const std::int64_t L = data_shape[1];
+  if (C != data_shape[0])
     throw InvalidInput(tname + ": templates have " + std::to_string(C) + " channels: expected " +
-                       std::to_string(data.data.dim(0)) + ", the channels of " + data_spec);
+                       std::to_string(data_shape[0]) + ", the channels of " + data_spec);
   if (K > L)
     throw InvalidInput(tname + ": templates of " + std::to_string(K) + " samples: expected at " +
                        "most the " + std::to_string(L) + " samples of " + data_spec);
@@ -208,7 +223,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
               std::to_string(mf_correlation_count(L, K, c.step)) + " correlation times; method " +
               std::string(mf_method_name(method)) + ", precision " +
               std::string(precision_name(precision)));
-  MfJob job{o, det, std::move(data), std::move(t), std::move(net), ""};
+  MfJob job{o, det, std::move(data), std::move(samples), std::move(t), std::move(net), ""};
   job.history = "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
                 " " + std::string(precision_name(precision)) + " " + c.normalize;
   return job;
@@ -280,11 +295,16 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
   // With several ranks a .npy result is written by every rank into one file (no gathering); the
   // other array formats are gathered on rank 0 and written there.
   const bool npy = !c.output.empty() && io::format_of(c.output) == io::Format::npy;
-  const MfRun run =
-      g.ranks > 1 ? mfilter_over_ranks(g, job.t.templates, job.data.data, job.options, job.network,
-                                       c.detect ? &job.detect : nullptr, !c.output.empty(), c.check,
-                                       c.time_parts, npy ? c.output : std::string())
-                  : run_one_process(c, job);
+  MfRun run;
+  if (g.ranks > 1) {
+    const auto in_memory = job.samples ? nullptr : io::array_samples(job.data.data);
+    run =
+        mfilter_over_ranks(g, job.t.templates, job.samples ? *job.samples : *in_memory, job.options,
+                           job.network, c.detect ? &job.detect : nullptr, !c.output.empty(),
+                           c.check, c.time_parts, npy ? c.output : std::string());
+  } else {
+    run = run_one_process(c, job);
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   detail(g, "mfilter: done in " + std::to_string(ms) + " ms (with transfers)");

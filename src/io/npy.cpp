@@ -13,6 +13,7 @@
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
+#include "io/npy_detail.hpp"
 
 namespace halfscope::io {
 
@@ -228,14 +229,6 @@ void parse_descr(const std::string& descr, std::string_view name, NpyHeader& h) 
   fail(name, "bad .npy header: 'descr' is '" + descr + "', not a NumPy dtype descriptor");
 }
 
-/// Swaps every `itemsize`-byte element of `data` in place.
-void byte_swap(std::byte* data, std::int64_t count, std::int64_t itemsize) {
-  for (std::int64_t i = 0; i < count; ++i) {
-    std::byte* p = data + i * itemsize;
-    for (std::int64_t a = 0, b = itemsize - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
-  }
-}
-
 std::string descr_of(DType t) {
   const char order = dtype_size(t) == 1                           ? '|'
                      : std::endian::native == std::endian::little ? '<'
@@ -285,9 +278,9 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, std::string_view na
   return h;
 }
 
-Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {
-  const NpyHeader h = parse_npy_header(bytes, name);
-  const auto available = static_cast<std::int64_t>(bytes.size()) - h.data_offset;
+namespace detail {
+
+void check_npy_data_size(const NpyHeader& h, std::int64_t available, std::string_view name) {
   if (available < h.data_bytes)
     fail(name, "truncated: header says " + std::to_string(h.data_bytes) + " bytes of data (" +
                    std::string(dtype_name(h.dtype)) + shape_to_string(h.shape) + "), file has " +
@@ -295,13 +288,27 @@ Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {
   if (available > h.data_bytes)
     fail(name, std::to_string(available - h.data_bytes) + " unexpected bytes after the " +
                    std::to_string(h.data_bytes) + " bytes of data the header describes");
+}
+
+void to_native_order(const NpyHeader& h, std::byte* data, std::int64_t count) {
+  const auto itemsize = dtype_size(h.dtype);
+  if (h.big_endian == (std::endian::native == std::endian::big) || itemsize < 2) return;
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::byte* p = data + i * itemsize;
+    for (std::int64_t a = 0, b = itemsize - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+  }
+}
+
+}  // namespace detail
+
+Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {
+  const NpyHeader h = parse_npy_header(bytes, name);
+  detail::check_npy_data_size(h, static_cast<std::int64_t>(bytes.size()) - h.data_offset, name);
   auto buffer = Buffer::allocate(h.data_bytes, Memory::host);
   if (h.data_bytes > 0) {
     auto* dst = static_cast<std::byte*>(buffer->data());
     std::memcpy(dst, bytes.data() + h.data_offset, static_cast<std::size_t>(h.data_bytes));
-    const bool native_big = std::endian::native == std::endian::big;
-    if (h.big_endian != native_big && dtype_size(h.dtype) > 1)
-      byte_swap(dst, h.data_bytes / dtype_size(h.dtype), dtype_size(h.dtype));
+    detail::to_native_order(h, dst, h.data_bytes / dtype_size(h.dtype));
   }
   Shape strides = h.fortran_order ? f_strides(h.shape) : c_strides(h.shape);
   return Array(std::move(buffer), h.dtype, h.shape, std::move(strides), 0);

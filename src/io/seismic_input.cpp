@@ -13,6 +13,7 @@
 #include "halfscope/io/mseed.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sac.hpp"
+#include "halfscope/io/sample_source.hpp"
 
 namespace halfscope::io {
 
@@ -52,18 +53,11 @@ long double samples_between(std::int64_t from_ns, std::int64_t to_ns, double rat
 }
 
 SeismicData read_npy_data(const fs::path& path) {
-  Array a = read_npy(path);
   const std::string name = path.string();
-  if (a.ndim() == 1) a = a.reshape({1, a.dim(0)});
-  if (a.ndim() != 2)
-    throw InvalidInput(name + ": data array has shape " + shape_to_string(a.shape()) +
-                       ": expected (channels, samples) or (samples)");
-  if (a.dim(0) == 0 || a.dim(1) == 0)
-    throw InvalidInput(name + ": data array has shape " + shape_to_string(a.shape()) +
-                       ": expected at least one channel and one sample");
+  Array a = read_npy(path);
   SeismicData d;
-  d.data = a.contiguous();
-  for (std::int64_t c = 0; c < a.dim(0); ++c) d.channel_ids.push_back(std::to_string(c));
+  d.data = a.contiguous().reshape(continuous_data_shape(name, a.shape()));
+  for (std::int64_t c = 0; c < d.data.dim(0); ++c) d.channel_ids.push_back(std::to_string(c));
   d.source = name;
   return d;
 }

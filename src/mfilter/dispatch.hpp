@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,27 @@ struct Prepared {
 /// Validates and converts (every message names the argument, what was expected and found).
 Prepared prepare(const Array& templates, const Array& data, const MfOptions& options,
                  const MfNetwork& network);
+
+/// What prepare_call needs to know of the data before any sample is read.
+struct DataInfo {
+  Shape shape;  // (C, L) or (L)
+  DType dtype = DType::f32;
+  bool on_device = false;
+  bool empty = false;       // a default-constructed Array
+  std::string description;  // Array::describe(), for messages
+  static DataInfo of(const Array& data);
+};
+
+/// prepare without the data: every check and conversion but the data's own (templates, network,
+/// method, precision, shapes), so that callers holding only windows of the data (the MPI ranks)
+/// prepare the same call. `data` and `channel_offsets` stay empty.
+Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOptions& options,
+                      const MfNetwork& network);
+
+/// The storage type of a prepared call's operands: float64 in double precision, else float32.
+inline DType storage_type(const Prepared& p) {
+  return p.precision == Precision::Double ? DType::f64 : DType::f32;
+}
 
 /// Runs a prepared CPU call into a host float32 array of out_shape.
 Array run_cpu(const Prepared& p);

@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/chunking.hpp"
+#include "mfilter/data_factors.hpp"
 #include "mfilter/dispatch.hpp"
 #if HALFSCOPE_WITH_CUDA
 #include "mfilter/prepare_cuda.hpp"
@@ -77,19 +77,6 @@ double unit_power_of_two(double max_abs) {
   int e = 0;
   (void)std::frexp(max_abs, &e);
   return std::ldexp(1.0, -e);
-}
-
-/// Data channels whose largest magnitude lies in [kDataBandLow, kDataBandHigh] are not scaled:
-/// against unit-energy templates (|t| <= 1) their FP32 products stay below 2^32 K, far from
-/// FP32's overflow, and above 2^-32 times a template sample, far above FP32's normal minimum
-/// 2^-126 for every template sample that matters (|t| > 2^-60, i.e. 2^-60 relative to the
-/// template's norm). Leaving them as they are keeps the caller's float32 values bit for bit and
-/// lets device data be computed in place; outside the band the channel is scaled into [0.5, 1).
-inline constexpr double kDataBandLow = 0x1p-32, kDataBandHigh = 0x1p+32;
-
-// 1 when max_abs is 0 or lies in [lo, hi], else unit_power_of_two(max_abs).
-double power_of_two_outside(double max_abs, double lo, double hi) {
-  return max_abs == 0 || (max_abs >= lo && max_abs <= hi) ? 1.0 : unit_power_of_two(max_abs);
 }
 
 double max_abs_of(const double* x, std::int64_t n) {
@@ -218,83 +205,59 @@ bool unchanged_data(const Array& src, std::int64_t C, std::int64_t L) {
   return std::all_of(ok.begin(), ok.end(), [](char x) { return x != 0; });
 }
 
-// Data in FP64, per channel: in full normalization minus the channel's FP64 mean (full CC does
-// not change under a constant shift, and the operands then round relative to |S - mean| instead
-// of |S|: with an offset 1e3 times the noise, FP16 operands would otherwise carry errors ~1e3 u
-// relative to the window's fluctuation); then, when max |S| lies outside [2^-32, 2^32], times the
-// power of two that brings it into [0.5, 1), exact, so FP32 and BF16 products can neither
-// underflow nor overflow (kDataBandLow). `offsets` receives each channel's mean in the scaled
-// units (the flat rule adds it back, window_stats.hpp) and `changed` whether any value differs
-// from the caller's. Each channel in FP64 in one row per thread, so the only full-size copy is
-// the result in the storage precision.
-Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<double>& offsets,
-                   bool& changed) {
+// Data per channel, through data_factors.hpp: in full normalization minus the channel's FP64
+// mean (full CC does not change under a constant shift, and the operands then round relative to
+// |S - mean| instead of |S|: with an offset 1e3 times the noise, FP16 operands would otherwise
+// carry errors ~1e3 u relative to the window's fluctuation); then, when max |S| lies outside
+// [2^-32, 2^32], times the power of two that brings it into [0.5, 1), exact, so FP32 and BF16
+// products can neither underflow nor overflow (kDataBandLow). `factors` receives each channel's
+// factors (their offsets are the flat rule's, window_stats.hpp) and `changed` whether any value
+// differs from the caller's. The only full-size copy is the result in the storage precision.
+Array prepare_data(const Array& data, const Dims& d, DType want,
+                   std::vector<ChannelFactors>& factors, bool& changed) {
   const std::int64_t C = d.channels, L = d.samples;
   Array src = host_contiguous(data);
   if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
-  offsets.assign(static_cast<std::size_t>(C), 0.0);
+  factors.assign(static_cast<std::size_t>(C), ChannelFactors{});
   if (d.normalize == MfNormalize::Short && src.dtype() == want && unchanged_data(src, C, L)) {
     changed = false;  // the caller's array itself: no conversion pass, no copy
     return src.reshape({C, L});
   }
   Array out(want, {C, L});
-  // Channels are independent: converted in parallel (one FP64 row per thread), which keeps the
-  // host's single pass over the data from dominating a call spread over several GPUs. An error
-  // cannot leave an OpenMP region: each channel records its own, and the lowest channel's is
+  // Channels are independent: converted in parallel, which keeps the host's single pass over the
+  // data from dominating a call spread over several GPUs. The lowest bad channel's error is
   // thrown afterwards, as the sequential loop would.
-  std::vector<std::string> errors(static_cast<std::size_t>(C));
-  std::vector<char> channel_changed(static_cast<std::size_t>(C), 0);
-  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(C));
-  // At most 16 threads: each holds one FP64 row of L samples (69 MB for a day at 100 Hz).
-  const int threads = static_cast<int>(std::min<std::int64_t>({C, 16, omp_get_max_threads()}));
-#pragma omp parallel num_threads(threads)
-  {
-    std::vector<double> row;  // allocated by the threads that get a channel
-#pragma omp for schedule(dynamic)
+  std::vector<RangeScan> scans(static_cast<std::size_t>(C));
+  const auto run = [&](const auto* x) {
+#pragma omp parallel for schedule(dynamic)
     for (std::int64_t c = 0; c < C; ++c) {
-      try {
-        row.resize(static_cast<std::size_t>(L));
-        double* s = row.data();
-        if (src.dtype() == DType::f32)
-          std::copy_n(src.data_as<float>() + c * L, L, s);
-        else
-          std::copy_n(src.data_as<double>() + c * L, L, s);
-        const double* bad = std::find_if(s, s + L, [](double v) { return !std::isfinite(v); });
-        if (bad != s + L) {
-          errors[static_cast<std::size_t>(c)] =
-              "matched_filter: data: " + std::string(std::isnan(*bad) ? "NaN" : "infinite value") +
-              " (" + std::to_string(*bad) + ") at channel " + str(c) + ", sample " + str(bad - s) +
-              "; expected finite values (fill gaps with zeros)";
-          continue;
-        }
-        // Data beyond 2^+-960 first (exactly) into [0.5, 1), so the FP64 mean cannot overflow.
-        const double pre = power_of_two_outside(max_abs_of(s, L), 0x1p-960, 0x1p+960);
-        double mean = 0;
-        if (d.normalize == MfNormalize::Full) {
-          for (std::int64_t k = 0; k < L; ++k) mean += s[k] * pre;
-          mean /= static_cast<double>(L);
-        }
-        for (std::int64_t k = 0; k < L; ++k) s[k] = s[k] * pre - mean;
-        const double post = power_of_two_outside(max_abs_of(s, L), kDataBandLow, kDataBandHigh);
-        for (std::int64_t k = 0; k < L; ++k) s[k] *= post;
-        offsets[static_cast<std::size_t>(c)] = mean * post;
-        channel_changed[static_cast<std::size_t>(c)] = mean != 0 || pre * post != 1.0;
-        // max |s| <= 2^32 now: the float32 conversion cannot overflow.
-        if (want == DType::f64)
-          std::copy_n(s, L, out.data_as<double>() + c * L);
-        else
-          std::transform(s, s + L, out.data_as<float>() + c * L,
-                         [](double v) { return static_cast<float>(v); });
-      } catch (...) {  // nothing may leave the OpenMP region (std::bad_alloc of a row, ...)
-        failures[static_cast<std::size_t>(c)] = std::current_exception();
-      }
+      const auto* row = x + c * L;
+      RangeScan& s = scans[static_cast<std::size_t>(c)];
+      s = scan_range(row, L, 0);
+      if (s.first_bad >= 0) continue;
+      const double pre = pre_factor(s);
+      double sum = 0;
+      if (d.normalize == MfNormalize::Full)
+        for (std::int64_t k = 0; k < L; k += kSumBlock)
+          sum += block_sum(row + k, std::min(kSumBlock, L - k), pre);
+      const ChannelFactors f = channel_factors(s, pre, sum / static_cast<double>(L));
+      factors[static_cast<std::size_t>(c)] = f;
+      // max |s| <= 2^32 now: the float32 conversion cannot overflow.
+      if (want == DType::f64)
+        convert_range(row, L, f, out.data_as<double>() + c * L);
+      else
+        convert_range(row, L, f, out.data_as<float>() + c * L);
     }
-  }
-  for (const auto& f : failures)
-    if (f) std::rethrow_exception(f);
-  for (const std::string& e : errors)
-    if (!e.empty()) throw InvalidInput(e);
-  changed = std::any_of(channel_changed.begin(), channel_changed.end(), [](char x) { return x; });
+  };
+  if (src.dtype() == DType::f32)
+    run(src.data_as<float>());
+  else
+    run(src.data_as<double>());
+  for (std::int64_t c = 0; c < C; ++c)
+    if (const RangeScan& s = scans[static_cast<std::size_t>(c)]; s.first_bad >= 0)
+      throw InvalidInput(bad_sample_message("", c, s.first_bad, s.bad_value));
+  changed = src.dtype() != want || std::any_of(factors.begin(), factors.end(),
+                                               [](const ChannelFactors& f) { return f.changes(); });
   return out;
 }
 
@@ -305,35 +268,34 @@ Array prepare_data(const Array& data, const Dims& d, DType want, std::vector<dou
 // host's FP64 arithmetic. Returns the data itself when nothing changes. Non-finite data go
 // through prepare_data, whose message names the channel and sample.
 Array prepare_device_data(const Array& data, const Dims& d, DType want,
-                          std::vector<double>& offsets) {
+                          std::vector<ChannelFactors>& factors) {
   const std::int64_t C = d.channels, L = d.samples;
   const auto n = static_cast<std::size_t>(C);
   std::vector<DeviceChannelStats> st = device_channel_stats(data, C, L, {});
   for (const DeviceChannelStats& s : st)
     if (s.non_finite > 0) {
       bool changed = false;
-      return prepare_data(data, d, want, offsets, changed);  // throws with the exact position
+      return prepare_data(data, d, want, factors, changed);  // throws with the exact position
     }
+  std::vector<RangeScan> whole(n);
   std::vector<double> pre(n), mean(n, 0.0), post(n);
   bool rescaled = false;
   for (std::size_t c = 0; c < n; ++c) {
-    pre[c] = power_of_two_outside(std::max(std::fabs(st[c].min), std::fabs(st[c].max)), 0x1p-960,
-                                  0x1p+960);
+    whole[c].min = st[c].min;
+    whole[c].max = st[c].max;
+    pre[c] = pre_factor(whole[c]);
     rescaled = rescaled || pre[c] != 1.0;
   }
   // The sums must be of x * pre (so that they cannot overflow): a second pass, only for f64 data
   // beyond 2^+-960 in full normalization.
   if (rescaled && d.normalize == MfNormalize::Full) st = device_channel_stats(data, C, L, pre);
   bool changed = data.dtype() != want;
-  offsets.assign(n, 0.0);
+  factors.assign(n, ChannelFactors{});
   for (std::size_t c = 0; c < n; ++c) {
     if (d.normalize == MfNormalize::Full) mean[c] = st[c].sum / static_cast<double>(L);
-    // x -> fl(x pre - mean) is monotone, so the largest |s| of prepare_data is at min or max x.
-    const double hi =
-        std::max(std::fabs(st[c].max * pre[c] - mean[c]), std::fabs(st[c].min * pre[c] - mean[c]));
-    post[c] = power_of_two_outside(hi, kDataBandLow, kDataBandHigh);
-    offsets[c] = mean[c] * post[c];
-    changed = changed || mean[c] != 0 || pre[c] * post[c] != 1.0;
+    factors[c] = channel_factors(whole[c], pre[c], mean[c]);
+    post[c] = factors[c].post;
+    changed = changed || factors[c].changes();
   }
   if (!changed) return data.reshape({C, L});
   return device_shift_scale(data, C, L, want, pre, mean, post);
@@ -376,34 +338,40 @@ void prepare_network(Prepared& p, const MfNetwork& net) {
 
 }  // namespace
 
-Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
-                 const MfNetwork& network) {
+DataInfo DataInfo::of(const Array& data) {
+  return {data.shape(), data.dtype(), data.on_device(), data.empty(), data.describe()};
+}
+
+Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOptions& o,
+                      const MfNetwork& network) {
   if (templates.empty()) throw InvalidInput("matched_filter: templates: empty array");
-  if (data.empty()) throw InvalidInput("matched_filter: data: empty array");
+  if (data.empty) throw InvalidInput("matched_filter: data: empty array");
   if (templates.ndim() != 2 && templates.ndim() != 3)
     throw InvalidInput(
         "matched_filter: templates: expected shape (templates, channels, samples) or "
         "(templates, samples), found " +
         templates.describe());
-  if (data.ndim() != 1 && data.ndim() != 2)
+  const auto data_ndim = static_cast<std::int64_t>(data.shape.size());
+  if (data_ndim != 1 && data_ndim != 2)
     throw InvalidInput(
         "matched_filter: data: expected shape (channels, samples) or (samples), "
         "found " +
-        data.describe());
+        data.description);
   Prepared p;
   Dims& d = p.dims;
   d.templates = templates.dim(0);
   d.channels = templates.ndim() == 3 ? templates.dim(1) : 1;
   d.length = templates.dim(templates.ndim() - 1);
-  d.samples = data.dim(data.ndim() - 1);
-  const std::int64_t data_channels = data.ndim() == 2 ? data.dim(0) : 1;
+  d.samples = data.shape.back();
+  const std::int64_t data_channels = data_ndim == 2 ? data.shape.front() : 1;
   if (templates.size() == 0)
     throw InvalidInput("matched_filter: templates: empty array " + templates.describe());
-  if (data.size() == 0) throw InvalidInput("matched_filter: data: empty array " + data.describe());
+  if (shape_size(data.shape) == 0)
+    throw InvalidInput("matched_filter: data: empty array " + data.description);
   if (data_channels != d.channels)
     throw InvalidInput("matched_filter: templates have " + str(d.channels) +
                        " channel(s) but the data have " + str(data_channels) + " (templates " +
-                       templates.describe() + ", data " + data.describe() + ")");
+                       templates.describe() + ", data " + data.description + ")");
   d.step = o.step;
   d.n_corr = mf_correlation_count(d.samples, d.length, o.step);
   d.normalize = o.normalize;
@@ -414,7 +382,7 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
 
   // Device and method: device inputs pull Auto to the GPU; Direct always runs on the CPU.
   DeviceKind device = o.device;
-  if (device == DeviceKind::Auto && (data.on_device() || templates.on_device()))
+  if (device == DeviceKind::Auto && (data.on_device || templates.on_device()))
     device = DeviceKind::Cuda;
   device = resolve_device(device);
   MfOptions resolved = o;
@@ -434,25 +402,35 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
                       std::string(precision_name(p.precision)) + "; it supports " +
                       precision_list(ok));
   p.on_gpu = runs_on == DeviceKind::Cuda;
-  p.data_on_device = data.on_device();
+  p.data_on_device = data.on_device;
+  p.templates = prepare_templates(templates, d, storage_type(p))
+                    .reshape({d.templates * d.channels * d.length});
+  prepare_network(p, network);
+  return p;
+}
 
-  const DType want = p.precision == Precision::Double ? DType::f64 : DType::f32;
-  p.templates =
-      prepare_templates(templates, d, want).reshape({d.templates * d.channels * d.length});
+Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
+                 const MfNetwork& network) {
+  Prepared p = prepare_call(templates, DataInfo::of(data), o, network);
+  const Dims& d = p.dims;
+  const DType want = storage_type(p);
 #if HALFSCOPE_WITH_CUDA
   // C-contiguous f32/f64 device data for a GPU method are checked and prepared on the device
   // (a copy to the host would cost far more than the matched filter itself).
   if (p.on_gpu && p.data_on_device && data.is_c_contiguous() &&
       (data.dtype() == DType::f32 || data.dtype() == DType::f64) && d.channels <= 65535) {
-    p.data = prepare_device_data(data, d, want, p.channel_offsets);
+    std::vector<ChannelFactors> factors;
+    p.data = prepare_device_data(data, d, want, factors);
+    p.channel_offsets = offsets_of(factors);
     if (!p.data.on_device()) p.data = p.data.to(Memory::device);  // host fallback's result
-    prepare_network(p, network);
     return p;
   }
 #endif
   // Host data, and device data of other types or layouts: checked and prepared on the host.
   bool changed = false;
-  Array x = prepare_data(data, d, want, p.channel_offsets, changed);
+  std::vector<ChannelFactors> factors;
+  Array x = prepare_data(data, d, want, factors, changed);
+  p.channel_offsets = offsets_of(factors);
   // Computed in place when the device data are already `want` and need no shift or scale;
   // otherwise uploaded (run_cuda synchronizes the device before reading it, dispatch.hpp).
   if (p.on_gpu && p.data_on_device)
@@ -460,7 +438,6 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
             ? data.reshape({d.channels, d.samples})
             : x.to(Memory::device);
   p.data = std::move(x);
-  prepare_network(p, network);
   return p;
 }
 

@@ -76,17 +76,19 @@ std::vector<double> row_medians(const Comm& group, const float* block, std::int6
   return medians;
 }
 
-}  // namespace
-
-std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
-                                             const Array& data, const MfOptions& options,
-                                             const MfNetwork& network, const DetectOptions& detect,
-                                             const MfSplit& split, MfPart* stack) {
+// Detection for data read from `data` (not null once prepare_everywhere agreed, as for the
+// stack in mfilter.cpp).
+std::vector<Detection> detect_over_ranks(const Comm& comm, const Array& templates,
+                                         const io::SampleSource* data,
+                                         const mfilter::DataInfo& info, const MfOptions& options,
+                                         const MfNetwork& network, const DetectOptions& detect,
+                                         const MfSplit& split, MfPart* stack) {
   MfOptions o = options;
   o.network_sum = true;  // detection runs on the network stack, as in one process
   agree(comm, [&] { mfilter::validate_detect_options(detect, o.step); });
   const mfilter::Prepared p =
-      mf::prepare_everywhere(comm, templates, data, o, network, "mpi::matched_filter_detect");
+      mf::prepare_everywhere(comm, templates, info, o, network, "mpi::matched_filter_detect");
+  const mf::RankData rank_data = mf::data_factors(comm, *data, p);
   const int device = rank_device(comm);
   const std::int64_t n = p.dims.n_corr, step = p.dims.step;
   // A GPU rank searches an absolute threshold on its device, chunk by chunk, when no caller wants
@@ -95,6 +97,7 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
   MfShare s;
   // The block: the own columns and one more on each side (the neighbours of a local maximum).
   std::int64_t c0 = 0, c1 = 0;
+  mfilter::Prepared problem;  // the block's: its templates and its window of the data
   Array block;
   std::vector<Detection> candidates;
   agree(comm, [&] {
@@ -103,12 +106,13 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
     if (s.empty()) return;
     c0 = std::max<std::int64_t>(0, s.time_begin - 1);
     c1 = std::min(n, s.time_end + 1);
+    problem = mf::block_problem(p, rank_data, s.template_begin, s.template_end, c0, c1);
     if (!device_search) {
-      block = mf::compute_block(p, s.template_begin, s.template_end, c0, c1, device);
+      block = mf::compute_block(problem, device);
       return;
     }
     for (const Detection& d :
-         mf::block_candidates(p, s.template_begin, s.template_end, c0, c1, device, detect))
+         mf::block_candidates(problem, s.template_begin, c0, step, device, detect))
       if (d.correlation_index >= s.time_begin && d.correlation_index < s.time_end)
         candidates.push_back(d);  // the neighbours' columns are their own ranks' candidates
   });
@@ -145,7 +149,8 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
   });
 
   // Rank 0 declusters each template's candidates from every part together (so a part border
-  // changes nothing) and counts the channels used, then every rank receives the detections.
+  // changes nothing), every rank receives the detections and counts the channels used by those
+  // in its share from its window of the data.
   const auto gathered = comm.gather_bytes(mf::to_bytes(candidates), 0);
   std::vector<Detection> found;
   agree(comm, [&] {
@@ -167,7 +172,6 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
       found.insert(found.end(), kept.begin(), kept.end());
       begin = end;
     }
-    mfilter::count_channels_used(found, p);
   });
   auto bytes = mf::to_bytes(found);
   std::int64_t size = static_cast<std::int64_t>(bytes.size());
@@ -175,6 +179,26 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
   bytes.resize(static_cast<std::size_t>(size));
   comm.broadcast_bytes(bytes.data(), size, 0);
   found = mf::from_bytes(bytes);
+  std::vector<std::int64_t> used(found.size(), 0);
+  agree(comm, [&] {
+    if (s.empty()) return;
+    std::vector<Detection> mine;  // in the block's own template and correlation indices
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      const Detection& d = found[i];
+      if (d.template_index < s.template_begin || d.template_index >= s.template_end ||
+          d.correlation_index < s.time_begin || d.correlation_index >= s.time_end)
+        continue;
+      mine.push_back(d);
+      mine.back().template_index -= s.template_begin;
+      mine.back().correlation_index -= c0;
+      where.push_back(i);
+    }
+    mfilter::count_channels_used(mine, problem);
+    for (std::size_t k = 0; k < mine.size(); ++k) used[where[k]] = mine[k].channels_used;
+  });
+  comm.sum(std::span<std::int64_t>(used));
+  for (std::size_t i = 0; i < found.size(); ++i) found[i].channels_used = used[i];
 
   if (stack != nullptr) {
     stack->share = s;
@@ -189,6 +213,25 @@ std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& temp
     }
   }
   return found;
+}
+
+}  // namespace
+
+std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
+                                             const io::SampleSource& data, const MfOptions& options,
+                                             const MfNetwork& network, const DetectOptions& detect,
+                                             const MfSplit& split, MfPart* stack) {
+  return detect_over_ranks(comm, templates, &data, mf::data_info(data), options, network, detect,
+                           split, stack);
+}
+
+std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
+                                             const Array& data, const MfOptions& options,
+                                             const MfNetwork& network, const DetectOptions& detect,
+                                             const MfSplit& split, MfPart* stack) {
+  const auto source = mf::host_samples(comm, data);
+  return detect_over_ranks(comm, templates, source.get(), mfilter::DataInfo::of(data), options,
+                           network, detect, split, stack);
 }
 
 }  // namespace halfscope::mpi

@@ -25,9 +25,25 @@ std::string str(std::int64_t v) {
 
 }  // namespace
 
-mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, const Array& data,
-                                     const MfOptions& options, const MfNetwork& network,
-                                     const char* what) {
+mfilter::DataInfo data_info(const io::SampleSource& data) {
+  return {data.shape(), data.dtype(), false, false, data.describe()};
+}
+
+std::unique_ptr<io::SampleSource> host_samples(const Comm& comm, const Array& data) {
+  std::unique_ptr<io::SampleSource> source;
+  agree(comm, [&] {
+    // Data that prepare_everywhere refuses get no source: its message is the one-process one.
+    if (data.on_device() || data.empty() || (data.ndim() != 1 && data.ndim() != 2) ||
+        data.size() == 0)
+      return;
+    source = io::array_samples(data);
+  });
+  return source;
+}
+
+mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates,
+                                     const mfilter::DataInfo& data, const MfOptions& options,
+                                     const MfNetwork& network, const char* what) {
   mfilter::Prepared p;
   agree(comm, [&] {
     if (!options.devices.empty())
@@ -35,10 +51,10 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, c
                          str(static_cast<std::int64_t>(options.devices.size())) +
                          " device(s): expected none over MPI ranks (each GPU rank uses one "
                          "device: its rank on the host modulo the host's devices)");
-    if (templates.on_device() || data.on_device())
+    if (templates.on_device() || data.on_device)
       throw InvalidInput(std::string(what) + ": expected host templates and data on every rank, " +
-                         "found templates " + templates.describe() + ", data " + data.describe());
-    p = mfilter::prepare(templates, data, options, network);
+                         "found templates " + templates.describe() + ", data " + data.description);
+    p = mfilter::prepare_call(templates, data, options, network);
   });
   // Every rank splits the call by its own shapes, so they must be the same everywhere: compare
   // the largest and the smallest of each value over the ranks (one reduction of both signs).
@@ -75,12 +91,8 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates, c
   return p;
 }
 
-namespace {
-
-// The prepared call restricted to templates [t0, t1) x correlation times [c0, c1) (see
-// compute_block).
-mfilter::Prepared block_problem(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1,
-                                std::int64_t c0, std::int64_t c1) {
+mfilter::Prepared block_problem(const mfilter::Prepared& p, const RankData& data, std::int64_t t0,
+                                std::int64_t t1, std::int64_t c0, std::int64_t c1) {
   const mfilter::Dims& d = p.dims;
   const std::int64_t C = d.channels, K = d.length, L = d.samples;
   mfilter::Prepared sub;
@@ -90,7 +102,6 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, std::int64_t t0, std
   sub.method = p.method;
   sub.precision = p.precision;
   sub.on_gpu = p.on_gpu;
-  sub.channel_offsets = p.channel_offsets;
   // A template group tiles correlation time as the whole call does (bit-identical rows on GPUs).
   sub.tile_spread_floor = std::max(p.tile_spread_floor, mfilter::tile_moveout_spread(p));
   sub.template_group = true;
@@ -123,45 +134,41 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, std::int64_t t0, std
   }
   sub.dims.samples = b - a;
   for (std::int64_t& m : sub.moveouts) m += c0 * d.step - a;
-  sub.data = p.data.reshape({C, L}).slice(1, a, b).contiguous();
+  sub.data = prepared_window(data, a, b, mfilter::storage_type(p));
+  sub.channel_offsets = mfilter::offsets_of(data.factors);
   sub.out_shape = d.network_sum ? Shape{t1 - t0, c1 - c0} : Shape{t1 - t0, C, c1 - c0};
   return sub;
 }
 
-}  // namespace
-
-Array compute_block(const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1, std::int64_t c0,
-                    std::int64_t c1, int device) {
-  const mfilter::Prepared sub = block_problem(p, t0, t1, c0, c1);
+Array compute_block(const mfilter::Prepared& block, int device) {
 #if HALFSCOPE_WITH_CUDA
-  if (p.on_gpu) return mfilter::run_cuda_devices(sub, {device});
+  if (block.on_gpu) return mfilter::run_cuda_devices(block, {device});
 #else
   (void)device;
 #endif
-  return mfilter::run_cpu(sub);
+  return mfilter::run_cpu(block);
 }
 
-std::vector<Detection> block_candidates(const mfilter::Prepared& p, std::int64_t t0,
-                                        std::int64_t t1, std::int64_t c0, std::int64_t c1,
-                                        int device, const DetectOptions& detect) {
+std::vector<Detection> block_candidates(const mfilter::Prepared& block, std::int64_t t0,
+                                        std::int64_t c0, std::int64_t step, int device,
+                                        const DetectOptions& detect) {
 #if HALFSCOPE_WITH_CUDA
-  if (p.on_gpu && detect.type == ThresholdType::Absolute) {
-    std::vector<Detection> found =
-        mfilter::candidates_cuda_devices(block_problem(p, t0, t1, c0, c1), detect, {device});
+  if (block.on_gpu && detect.type == ThresholdType::Absolute) {
+    std::vector<Detection> found = mfilter::candidates_cuda_devices(block, detect, {device});
     for (Detection& d : found) {
       d.template_index += t0;
       d.correlation_index += c0;
-      d.sample = d.correlation_index * p.dims.step;
+      d.sample = d.correlation_index * step;
     }
     return found;
   }
 #else
-  (void)p, (void)t0, (void)t1, (void)c0, (void)c1, (void)device;
+  (void)block, (void)t0, (void)c0, (void)step, (void)device;
 #endif
   throw Unsupported(
       "mpi::block_candidates: a device search needs a GPU call with an absolute "
       "threshold, found method " +
-      std::string(mf_method_name(p.method)) + " and a " +
+      std::string(mf_method_name(block.method)) + " and a " +
       std::string(threshold_type_name(detect.type)) + " threshold");
 }
 

@@ -149,3 +149,61 @@ def test_subcommands_without_mpi_support_refuse_several_ranks(tmp_path):
     assert r.stderr.count("does not run over MPI ranks") == 1, r.stderr
     assert "mfilter, cholesky, ao reconstructor" in r.stderr
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def long_day(tmp_path_factory):
+    """Four and a half sum blocks of 65536 samples (src/mfilter/data_factors.hpp), so that on 4
+    ranks every rank scans blocks of its own: 3 channels of data with an offset 1e3 times the
+    noise, written by NumPy big-endian in Fortran order (float64) and as float32."""
+    d = tmp_path_factory.mktemp("mpi_long_day")
+    rng = np.random.default_rng(12)
+    T, C, K, L = 6, 3, 48, 4 * 65536 + 32768 + 77
+    data = rng.standard_normal((C, L)) + 1e3
+    templates = rng.standard_normal((T, C, K))
+    for t, at in enumerate([70000, 140000, 200000, 262000, L - 1000]):
+        data[:, at:at + K] += 4 * templates[t]
+    np.save(d / "templates.npy", templates)
+    np.save(d / "be_fortran.npy", np.asfortranarray(data.astype(">f8")))
+    np.save(d / "f32.npy", data.astype(np.float32))
+    return d
+
+
+@pytest.mark.parametrize("name", ["be_fortran.npy", "f32.npy"])
+def test_ranks_reading_a_long_day_by_windows_equal_the_plain_cli(long_day, name):
+    """Each rank reads its share of the .npy DATA (1/N of every channel for the whole-channel
+    mean and range, then its window): stack and detections byte for byte the plain CLI's."""
+    d = long_day
+    args = ["mfilter", d / "templates.npy", d / name, "--device", "cpu", "--precision", "single",
+            "--normalize", "full", "--detect", "--threshold", "8", "--min-separation", "100"]
+    plain = run([*args, "-o", d / "plain.npy", "--detections", d / "plain.csv"])
+    assert plain.returncode == 0, plain.stderr
+    csv = (d / "plain.csv").read_bytes()
+    assert csv.count(b"\n") >= 6, csv  # the five planted events
+    for ranks, split in ((2, []), (4, ["--time-parts", "4"])):
+        out, found = d / f"mpi{ranks}.npy", d / f"mpi{ranks}.csv"
+        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / "plain.npy").read_bytes()
+        assert found.read_bytes() == csv
+
+
+def test_ranks_name_a_non_finite_sample_of_the_file_once(long_day):
+    d = long_day
+    data = np.load(d / "f32.npy")
+    data[2, 100000] = np.nan
+    data[1, 290000] = np.inf
+    np.save(d / "nan.npy", data)
+    out = d / "never.npy"
+    r = run(["mfilter", d / "templates.npy", d / "nan.npy", "--device", "cpu", "-o", out],
+            ranks=4)
+    assert r.returncode == 2, r.stderr
+    # Channel 1's infinity comes first (the lowest channel), found by the rank whose share of
+    # the blocks holds sample 290000 (blocks 3-4 of 0-4: rank 3).
+    want = f"MPI rank 3: {d / 'nan.npy'}: channel 1, sample 290000 is infinite: expected finite data"
+    assert r.stderr.count(want) == 1, r.stderr
+    assert not out.exists()
+    # One process reads the file whole and says the same of it.
+    one = run(["mfilter", d / "templates.npy", d / "nan.npy", "--device", "cpu", "-o", out])
+    assert one.returncode == 2
+    assert f"{d / 'nan.npy'}: channel 1, sample 290000 is infinite: expected finite data" in one.stderr

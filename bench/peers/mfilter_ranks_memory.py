@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Peak memory and time of `halfscope mfilter` over MPI ranks against one process (issue 9).
+
+Since the ranks read a .npy DATA by windows (docs/scaling.md, "Matched filtering over MPI
+ranks"), a rank holds its share of the whole-channel scan and its own window of the day instead
+of the whole day. This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
+(C channels x L float32 samples of noise with the templates planted) in one process and under
+`mpirun -np N`, each process started through a small Python wrapper that records its child's
+peak resident memory (getrusage RUSAGE_CHILDREN, ru_maxrss), and reports per run the largest and
+the mean peak over the ranks, the wall clock of the whole command (a fresh process per run:
+start-up, reading and writing included) and whether the detections CSV equals the one-process
+CSV byte for byte. `--baseline-cli` runs another build the same way (for example the commit
+before the windowed reading), so both lines come from one machine in one run.
+
+    python3 bench/peers/mfilter_ranks_memory.py --cli build/release/apps/halfscope/halfscope \\
+        --json OUT.json [--device cuda] [--baseline-cli OLD/halfscope]
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from peer_common import write_report  # noqa: E402
+from mfilter_devices_bench import commit  # noqa: E402
+
+# Each process's peak resident memory (KiB) into PREFIX.<rank>, then the command's status.
+WRAPPER = ("import os, resource, subprocess, sys; "
+           "status = subprocess.run(sys.argv[2:]).returncode; "
+           "rank = os.environ.get('OMPI_COMM_WORLD_RANK', os.environ.get('PMI_RANK', '0')); "
+           "open(sys.argv[1] + '.' + rank, 'w').write("
+           "str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+           "sys.exit(status)")
+
+
+def make_inputs(work, templates, channels, samples, length, seed=5):
+    rng = np.random.default_rng(seed)
+    t = rng.standard_normal((templates, channels, length)).astype(np.float32)
+    data = np.lib.format.open_memmap(work / "data.npy", mode="w+", dtype=np.float32,
+                                     shape=(channels, samples))
+    for c in range(channels):
+        data[c] = rng.standard_normal(samples, dtype=np.float32)
+    for j in range(templates):  # one event per template, spread over the day
+        at = (j + 1) * samples // (templates + 1)
+        data[:, at:at + length] += 4 * t[j]
+    data.flush()
+    del data
+    np.save(work / "templates.npy", t)
+
+
+def device_name(cli, device):
+    if device == "cuda":
+        info = json.loads(subprocess.run([cli, "info", "--json"], capture_output=True, text=True,
+                                         check=True).stdout)
+        if not info["devices"]:
+            sys.exit("mfilter_ranks_memory: no CUDA device")
+        return info["devices"][0]["name"]
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} CPUs)"
+    return platform.processor()
+
+
+def run_once(launcher, cli, args, work, tag):
+    prefix = work / f"rss-{tag}"
+    for old in work.glob(f"rss-{tag}.*"):
+        old.unlink()
+    start = time.perf_counter()
+    res = subprocess.run([*launcher, sys.executable, "-c", WRAPPER, str(prefix), cli, *args],
+                         capture_output=True, text=True)
+    wall = (time.perf_counter() - start) * 1e3
+    if res.returncode != 0:
+        sys.exit(f"mfilter_ranks_memory: {tag} failed:\n{res.stderr}")
+    peaks = [int(p.read_text()) * 1024 for p in sorted(work.glob(f"rss-{tag}.*"))]
+    return wall, peaks
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--baseline-cli", default=None, help="another build to measure alike")
+    ap.add_argument("--mpiexec", default=os.environ.get("HALFSCOPE_MPIEXEC",
+                                                        "mpirun --oversubscribe --bind-to none"))
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--templates", type=int, default=16)
+    ap.add_argument("--channels", type=int, default=30)
+    ap.add_argument("--samples", type=int, default=4_320_000)
+    ap.add_argument("--length", type=int, default=256)
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--threshold", default="8", help="absolute threshold of the stack")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args(argv)
+
+    work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-mf-ranks-"))
+    work.mkdir(parents=True, exist_ok=True)
+    make_inputs(work, args.templates, args.channels, args.samples, args.length)
+    data_bytes = (work / "data.npy").stat().st_size
+    method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
+        "--method", "direct", "--precision", "single"]
+    common = ["--device", args.device, "mfilter", str(work / "templates.npy"),
+              str(work / "data.npy"), *method, "--detect", "--threshold", args.threshold,
+              "--threshold-type", "abs", "--min-separation", "1000"]
+    params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
+              "template_length": args.length, "data": "float32 .npy", "data_bytes": data_bytes,
+              "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",
+              "time": "wall clock of the whole command, fresh processes",
+              "memory": "peak resident memory per process (ru_maxrss)"}
+    builds = [("this", args.cli)] + ([("baseline", args.baseline_cli)] if args.baseline_cli else [])
+    cases, reference = [], None
+    for build, cli in builds:
+        for ranks in [1, *map(int, args.ranks.split(","))]:
+            launcher = [] if ranks == 1 else [*shlex.split(args.mpiexec), "-np", str(ranks)]
+            csv = work / f"found-{build}-{ranks}.csv"
+            walls, peaks = [], []
+            for i in range(args.repeats):
+                wall, peaks = run_once(launcher, cli, [*common, "--detections", str(csv)], work,
+                                       f"{build}-{ranks}-{i}")
+                walls.append(wall)
+            found = csv.read_bytes()
+            reference = reference if reference is not None else found
+            case = {"implementation": f"halfscope ({build} build)", "method": "mfilter-cli",
+                    "precision": method[-1],
+                    "params": dict(params, ranks=ranks if ranks > 1 else "one process"),
+                    "median_ms": statistics.median(walls), "min_ms": min(walls),
+                    "max_ms": max(walls), "repeats": len(walls),
+                    "peak_rss_bytes_max": max(peaks),
+                    "peak_rss_bytes_mean": statistics.mean(peaks),
+                    "peak_rss_over_data": max(peaks) / data_bytes,
+                    "detections": found.count(b"\n") - 1,
+                    "detections_equal_one_process": found == reference}
+            cases.append(case)
+            print(f"{build} build, {ranks} process(es): {case['median_ms']:.0f} ms, peak RSS "
+                  f"max {max(peaks) / 2**20:.0f} MiB ({case['peak_rss_over_data']:.2f} x data), "
+                  f"{case['detections']} detections, same as one process: "
+                  f"{case['detections_equal_one_process']}", flush=True)
+    report = {"benchmark": "mfilter-ranks-memory", "date": datetime.date.today().isoformat(),
+              "commit": commit(), "device": {"name": device_name(args.cli, args.device)},
+              "cases": cases}
+    write_report(pathlib.Path(args.json), report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

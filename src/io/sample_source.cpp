@@ -1,0 +1,186 @@
+// Continuous data read by windows of samples (halfscope/io/sample_source.hpp): a host array in
+// memory, or a .npy file read with pread.
+#include "halfscope/io/sample_source.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/npy.hpp"
+#include "io/npy_detail.hpp"
+
+namespace halfscope::io {
+
+namespace {
+
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
+
+void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end) {
+  const std::int64_t L = s.shape()[1];
+  if (begin < 0 || begin > end || end > L)
+    throw InvalidInput((s.name().empty() ? std::string("data") : s.name()) + ": samples [" +
+                       str(begin) + ", " + str(end) + "): expected a window inside [0, " + str(L) +
+                       ")");
+}
+
+// The types matched filtering computes from as they are; the others as float64 (exact for every
+// integer type up to 53 bits and for float16, as prepare's own conversion).
+DType read_type(DType stored) {
+  return stored == DType::f32 || stored == DType::f64 ? stored : DType::f64;
+}
+
+class ArraySamples final : public SampleSource {
+ public:
+  explicit ArraySamples(const Array& data)
+      : data_(data.ndim() == 1 ? data.contiguous().reshape({1, data.dim(0)}) : data) {
+    if (data.on_device())
+      throw InvalidInput("array_samples: expected host data, found " + data.describe());
+    (void)continuous_data_shape("data", data.shape());
+  }
+  [[nodiscard]] Shape shape() const override { return data_.shape(); }
+  [[nodiscard]] DType dtype() const override { return read_type(data_.dtype()); }
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    check_window(*this, begin, end);
+    const Array w = data_.slice(1, begin, end).contiguous();
+    return w.dtype() == dtype() ? w : w.astype(dtype());
+  }
+  [[nodiscard]] std::string name() const override { return {}; }
+  [[nodiscard]] std::string describe() const override { return data_.describe(); }
+
+ private:
+  Array data_;
+};
+
+// An open file descriptor, closed with its owner.
+class Fd {
+ public:
+  explicit Fd(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) throw IoError(path.string() + ": no such file");
+      throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
+    }
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { ::close(fd_); }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class NpySamples final : public SampleSource {
+ public:
+  explicit NpySamples(const std::filesystem::path& path) : name_(path.string()), fd_(path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw IoError(name_ + ": is a folder, expected a file");
+    const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+    if (ec) throw IoError(name_ + ": cannot determine the size: " + ec.message());
+    // The preamble names the header's length (2 bytes in version 1, 4 in 2 and 3); what it
+    // claims beyond the file's end is parse_npy_header's "truncated".
+    std::array<std::byte, 12> preamble{};
+    const std::int64_t got = read_some(preamble.data(), 12, 0);
+    std::int64_t header_end = got;
+    if (got >= 10) {
+      const auto u = [&](int i) { return static_cast<std::int64_t>(preamble[i]); };
+      header_end =
+          u(6) == 1 ? 10 + (u(8) | u(9) << 8) : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
+    }
+    std::vector<std::byte> head(static_cast<std::size_t>(std::min(header_end, size)));
+    head.resize(static_cast<std::size_t>(read_some(head.data(), std::ssize(head), 0)));
+    header_ = parse_npy_header(head, name_);
+    detail::check_npy_data_size(header_, size - header_.data_offset, name_);
+    shape_ = continuous_data_shape(name_, header_.shape);
+  }
+  [[nodiscard]] Shape shape() const override { return shape_; }
+  [[nodiscard]] DType dtype() const override { return read_type(header_.dtype); }
+  [[nodiscard]] std::string name() const override { return name_; }
+  [[nodiscard]] std::string describe() const override {
+    return name_ + " (" + std::string(dtype_name(header_.dtype)) + shape_to_string(header_.shape) +
+           ")";
+  }
+
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    check_window(*this, begin, end);
+    const std::int64_t C = shape_[0], L = shape_[1], n = end - begin;
+    const std::int64_t es = dtype_size(header_.dtype);
+    Array raw(header_.dtype, {C, n});
+    if (n > 0 && header_.fortran_order && C > 1) {
+      // Sample k of every channel lies together: the window is one run of n x C elements, which
+      // is the (C, n) window in Fortran order.
+      auto run = Buffer::allocate(n * C * es, Memory::host);
+      read_all(static_cast<std::byte*>(run->data()), n * C * es, begin * C * es);
+      detail::to_native_order(header_, static_cast<std::byte*>(run->data()), n * C);
+      raw = Array(std::move(run), header_.dtype, {C, n}, f_strides({C, n})).contiguous();
+    } else if (n > 0) {
+      auto* bytes = static_cast<std::byte*>(raw.data());
+      for (std::int64_t c = 0; c < C; ++c)
+        read_all(bytes + c * n * es, n * es, (c * L + begin) * es);
+      detail::to_native_order(header_, bytes, n * C);
+    }
+    return raw.dtype() == dtype() ? raw : raw.astype(dtype());
+  }
+
+ private:
+  // Up to `count` bytes at `offset` of the file into `out`; fewer only at its end.
+  std::int64_t read_some(std::byte* out, std::int64_t count, std::int64_t offset) const {
+    std::int64_t done = 0;
+    while (done < count) {
+      const ssize_t r = ::pread(fd_.get(), out + done, static_cast<std::size_t>(count - done),
+                                static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0)
+        throw IoError(name_ + ": read failed at byte " + str(offset + done) + ": " +
+                      std::strerror(errno));
+      if (r == 0) break;
+      done += r;
+    }
+    return done;
+  }
+  // Exactly `count` data bytes from `offset` past the header (the file shrank if not).
+  void read_all(std::byte* out, std::int64_t count, std::int64_t offset) const {
+    const std::int64_t got = read_some(out, count, header_.data_offset + offset);
+    if (got != count)
+      throw IoError(name_ + ": truncated while reading: " + str(count) + " bytes wanted at byte " +
+                    str(header_.data_offset + offset) + ", " + str(got) + " found");
+  }
+
+  std::string name_;
+  Fd fd_;
+  NpyHeader header_;
+  Shape shape_;
+};
+
+}  // namespace
+
+Shape continuous_data_shape(const std::string& name, const Shape& shape) {
+  Shape s = shape.size() == 1 ? Shape{1, shape[0]} : shape;
+  if (s.size() != 2)
+    throw InvalidInput(name + ": data array has shape " + shape_to_string(shape) +
+                       ": expected (channels, samples) or (samples)");
+  if (s[0] == 0 || s[1] == 0)
+    throw InvalidInput(name + ": data array has shape " + shape_to_string(shape) +
+                       ": expected at least one channel and one sample");
+  return s;
+}
+
+std::unique_ptr<SampleSource> array_samples(const Array& data) {
+  return std::make_unique<ArraySamples>(data);
+}
+
+std::unique_ptr<SampleSource> npy_samples(const std::filesystem::path& path) {
+  return std::make_unique<NpySamples>(path);
+}
+
+}  // namespace halfscope::io

@@ -98,6 +98,8 @@ def main(argv=None):
     ap.add_argument("--samples", type=int, default=4_320_000)
     ap.add_argument("--length", type=int, default=256)
     ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--time-parts", default="0",
+                    help="comma list of --time-parts values to run the ranks with (0: automatic)")
     ap.add_argument("--threshold", default="8", help="absolute threshold of the stack")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default=None)
@@ -119,20 +121,25 @@ def main(argv=None):
               "memory": "peak resident memory per process (ru_maxrss)"}
     builds = [("this", args.cli)] + ([("baseline", args.baseline_cli)] if args.baseline_cli else [])
     cases, reference = [], None
+    runs = [(1, 0)] + [(r, p) for p in map(int, args.time_parts.split(","))
+                       for r in map(int, args.ranks.split(","))]
     for build, cli in builds:
-        for ranks in [1, *map(int, args.ranks.split(","))]:
+        for ranks, parts in runs:
             launcher = [] if ranks == 1 else [*shlex.split(args.mpiexec), "-np", str(ranks)]
-            csv = work / f"found-{build}-{ranks}.csv"
+            split = ["--time-parts", str(min(parts, ranks))] if parts else []
+            csv = work / f"found-{build}-{ranks}-{parts}.csv"
             walls, peaks = [], []
             for i in range(args.repeats):
-                wall, peaks = run_once(launcher, cli, [*common, "--detections", str(csv)], work,
-                                       f"{build}-{ranks}-{i}")
+                wall, peaks = run_once(launcher, cli,
+                                       [*common, *split, "--detections", str(csv)], work,
+                                       f"{build}-{ranks}-{parts}-{i}")
                 walls.append(wall)
             found = csv.read_bytes()
             reference = reference if reference is not None else found
             case = {"implementation": f"halfscope ({build} build)", "method": "mfilter-cli",
                     "precision": method[-1],
-                    "params": dict(params, ranks=ranks if ranks > 1 else "one process"),
+                    "params": dict(params, ranks=ranks if ranks > 1 else "one process",
+                                   time_parts=min(parts, ranks) if parts else "automatic"),
                     "median_ms": statistics.median(walls), "min_ms": min(walls),
                     "max_ms": max(walls), "repeats": len(walls),
                     "peak_rss_bytes_max": max(peaks),
@@ -141,7 +148,8 @@ def main(argv=None):
                     "detections": found.count(b"\n") - 1,
                     "detections_equal_one_process": found == reference}
             cases.append(case)
-            print(f"{build} build, {ranks} process(es): {case['median_ms']:.0f} ms, peak RSS "
+            print(f"{build} build, {ranks} process(es), time parts {parts or 'auto'}: "
+                  f"{case['median_ms']:.0f} ms, peak RSS "
                   f"max {max(peaks) / 2**20:.0f} MiB ({case['peak_rss_over_data']:.2f} x data), "
                   f"{case['detections']} detections, same as one process: "
                   f"{case['detections_equal_one_process']}", flush=True)

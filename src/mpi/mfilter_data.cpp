@@ -155,7 +155,12 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
 Array prepared_window(const RankData& data, std::int64_t a, std::int64_t b, DType want) {
   const std::int64_t C = data.source->shape()[0], n = b - a;
   const Array x = data.source->read(a, b);
-  Array out(want, {C, n});
+  // Samples that need no conversion are used as read (as the one-process preparation uses the
+  // caller's array): no second copy of the window.
+  const bool as_read =
+      x.dtype() == want && std::none_of(data.factors.begin(), data.factors.end(),
+                                        [](const ChannelFactors& f) { return f.changes(); });
+  Array out = as_read ? x : Array(want, {C, n});
   // The window is checked again: the whole-channel scan read other ranks' samples, so a
   // non-finite sample here means this rank's data differ from theirs (or the file changed).
   std::vector<RangeScan> scans(static_cast<std::size_t>(C));
@@ -163,7 +168,8 @@ Array prepared_window(const RankData& data, std::int64_t a, std::int64_t b, DTyp
 #pragma omp parallel for schedule(static)
     for (std::int64_t c = 0; c < C; ++c) {
       scans[static_cast<std::size_t>(c)] = mfilter::scan_range(v + c * n, n, a);
-      mfilter::convert_range(v + c * n, n, data.factors[static_cast<std::size_t>(c)], o + c * n);
+      if (!as_read)
+        mfilter::convert_range(v + c * n, n, data.factors[static_cast<std::size_t>(c)], o + c * n);
     }
   };
   const auto into = [&](const auto* v) {

@@ -175,7 +175,8 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   // Ranks read a .npy DATA by windows (each its share), unless templates are cut from it.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicData data;
-  if (g.ranks > 1 && io::format_of(data_spec) == io::Format::npy &&
+  if (g.ranks > 1 && data_spec.find(',') == std::string::npos &&
+      io::format_of(data_spec) == io::Format::npy &&
       (c.template_times.empty() || !c.template_data.empty())) {
     samples = io::npy_samples(data_spec);
     for (std::int64_t ch = 0; ch < samples->shape()[0]; ++ch)

@@ -85,7 +85,9 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
   const auto nc = static_cast<std::size_t>(C);
   const bool full = p.dims.normalize == MfNormalize::Full;
   const std::int64_t blocks = (L + kSumBlock - 1) / kSumBlock;
-  const auto [b0, b1] = scan_blocks(comm.rank(), comm.size(), blocks);
+  // Plain variables, not a structured binding: lambdas below capture them (clang before 16).
+  const std::pair<std::int64_t, std::int64_t> mine = scan_blocks(comm.rank(), comm.size(), blocks);
+  const std::int64_t b0 = mine.first, b1 = mine.second;
   std::vector<RangeScan> scans(nc);
   std::vector<double> sums(full ? nc * static_cast<std::size_t>(b1 - b0) : 0);
   std::vector<double> pre(nc, 1.0);

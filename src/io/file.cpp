@@ -15,20 +15,27 @@ namespace halfscope::io {
 
 namespace fs = std::filesystem;
 
-std::vector<std::byte> read_file_bytes(const fs::path& path) {
+InputFile open_input_file(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw IoError(path.string() + ": no such file");
   if (fs::is_directory(path, ec)) throw IoError(path.string() + ": is a folder, expected a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::streamoff>(in.tellg());
+  InputFile f{std::ifstream(path, std::ios::binary), 0};
+  if (!f.stream)
+    throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
+  f.stream.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(f.stream.tellg());
   if (size < 0) throw IoError(path.string() + ": cannot determine the size (not a regular file?)");
-  in.seekg(0, std::ios::beg);
-  std::vector<std::byte> bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)));
-  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw IoError(path.string() + ": read failed after " + std::to_string(in.gcount()) + " of " +
-                  std::to_string(size) + " bytes");
+  f.stream.seekg(0, std::ios::beg);
+  f.size = static_cast<std::int64_t>(size);
+  return f;
+}
+
+std::vector<std::byte> read_file_bytes(const fs::path& path) {
+  InputFile f = open_input_file(path);
+  std::vector<std::byte> bytes(static_cast<std::size_t>(f.size));
+  if (!bytes.empty() && !f.stream.read(reinterpret_cast<char*>(bytes.data()), f.size))
+    throw IoError(path.string() + ": read failed after " + std::to_string(f.stream.gcount()) +
+                  " of " + std::to_string(f.size) + " bytes");
   return bytes;
 }
 

@@ -5,11 +5,13 @@
 #include "halfscope/io/npy.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
@@ -299,6 +301,24 @@ void to_native_order(const NpyHeader& h, std::byte* data, std::int64_t count) {
   }
 }
 
+NpyHeader read_npy_file_header(const ReadAt& read_at, std::int64_t size, std::string_view name) {
+  // The preamble names the header's length (2 bytes in version 1, 4 in 2 and 3); what it claims
+  // beyond the file's end is parse_npy_header's "truncated".
+  std::array<std::byte, 12> preamble{};
+  const std::int64_t got = read_at(preamble.data(), std::min<std::int64_t>(12, size), 0);
+  std::int64_t header_end = got;
+  if (got >= 10) {
+    const auto u = [&](int i) { return static_cast<std::int64_t>(preamble[i]); };
+    header_end =
+        u(6) == 1 ? 10 + (u(8) | u(9) << 8) : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
+  }
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min(header_end, size)));
+  head.resize(static_cast<std::size_t>(read_at(head.data(), std::ssize(head), 0)));
+  const NpyHeader h = parse_npy_header(head, name);
+  check_npy_data_size(h, size - h.data_offset, name);
+  return h;
+}
+
 }  // namespace detail
 
 Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {
@@ -315,7 +335,27 @@ Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {
 }
 
 Array read_npy(const std::filesystem::path& path) {
-  return parse_npy(read_file_bytes(path), path.string());
+  // The data go straight into the array's buffer: no copy of the whole file in memory.
+  const std::string name = path.string();
+  InputFile f = open_input_file(path);
+  const detail::ReadAt read_at = [&](std::byte* out, std::int64_t count, std::int64_t offset) {
+    f.stream.clear();
+    f.stream.seekg(offset);
+    f.stream.read(reinterpret_cast<char*>(out), count);
+    return static_cast<std::int64_t>(f.stream.gcount());
+  };
+  const NpyHeader h = detail::read_npy_file_header(read_at, f.size, name);
+  auto buffer = Buffer::allocate(h.data_bytes, Memory::host);
+  if (h.data_bytes > 0) {
+    auto* dst = static_cast<std::byte*>(buffer->data());
+    const std::int64_t got = read_at(dst, h.data_bytes, h.data_offset);
+    if (got != h.data_bytes)
+      throw IoError(name + ": read failed after " + std::to_string(h.data_offset + got) + " of " +
+                    std::to_string(f.size) + " bytes");
+    detail::to_native_order(h, dst, h.data_bytes / dtype_size(h.dtype));
+  }
+  Shape strides = h.fortran_order ? f_strides(h.shape) : c_strides(h.shape);
+  return Array(std::move(buffer), h.dtype, h.shape, std::move(strides), 0);
 }
 
 std::vector<std::byte> npy_header(DType dtype, const Shape& shape, bool fortran) {

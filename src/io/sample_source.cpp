@@ -5,8 +5,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -87,20 +85,11 @@ class NpySamples final : public SampleSource {
       throw IoError(name_ + ": is a folder, expected a file");
     const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
     if (ec) throw IoError(name_ + ": cannot determine the size: " + ec.message());
-    // The preamble names the header's length (2 bytes in version 1, 4 in 2 and 3); what it
-    // claims beyond the file's end is parse_npy_header's "truncated".
-    std::array<std::byte, 12> preamble{};
-    const std::int64_t got = read_some(preamble.data(), 12, 0);
-    std::int64_t header_end = got;
-    if (got >= 10) {
-      const auto u = [&](int i) { return static_cast<std::int64_t>(preamble[i]); };
-      header_end =
-          u(6) == 1 ? 10 + (u(8) | u(9) << 8) : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
-    }
-    std::vector<std::byte> head(static_cast<std::size_t>(std::min(header_end, size)));
-    head.resize(static_cast<std::size_t>(read_some(head.data(), std::ssize(head), 0)));
-    header_ = parse_npy_header(head, name_);
-    detail::check_npy_data_size(header_, size - header_.data_offset, name_);
+    header_ = detail::read_npy_file_header(
+        [this](std::byte* out, std::int64_t count, std::int64_t offset) {
+          return read_some(out, count, offset);
+        },
+        size, name_);
     shape_ = continuous_data_shape(name_, header_.shape);
   }
   [[nodiscard]] Shape shape() const override { return shape_; }

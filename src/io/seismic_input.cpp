@@ -67,16 +67,21 @@ SeismicData read_npy_data(const fs::path& path) {
 void check_finite(const SeismicData& d) {
   const DType t = d.data.dtype();
   if (t != DType::f64 && t != DType::f32 && t != DType::f16 && t != DType::bf16) return;
-  const Array v = d.data.astype(DType::f64);
-  const double* x = v.data_as<double>();
+  // In the array's own type (float32 holds float16 and bfloat16 exactly): a float64 copy of a
+  // day of float32 data would double the command's peak memory.
+  const Array v =
+      t == DType::f64 || t == DType::f32 ? d.data.contiguous() : d.data.astype(DType::f32);
   const std::int64_t length = v.dim(1);
-  for (std::int64_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(x[i])) {
-      const std::int64_t c = i / length;
-      throw InvalidInput(d.source + ": channel " + d.channel_ids[static_cast<std::size_t>(c)] +
-                         ", sample " + std::to_string(i % length) + " is " +
-                         (std::isnan(x[i]) ? "NaN" : "infinite") + ": expected finite data");
-    }
+  const auto first_bad = [&](const auto* x) {
+    return std::find_if(x, x + v.size(), [](auto s) { return !std::isfinite(s); }) - x;
+  };
+  const std::int64_t i =
+      v.dtype() == DType::f64 ? first_bad(v.data_as<double>()) : first_bad(v.data_as<float>());
+  if (i == v.size()) return;
+  const double x = v.at_as_double(i);
+  throw InvalidInput(d.source + ": channel " + d.channel_ids[static_cast<std::size_t>(i / length)] +
+                     ", sample " + std::to_string(i % length) + " is " +
+                     (std::isnan(x) ? "NaN" : "infinite") + ": expected finite data");
 }
 
 // Merges the traces of every file into one (C, L) array on a common time base.

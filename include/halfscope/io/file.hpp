@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,16 @@ namespace halfscope::io {
 
 /// Reads a whole file. Throws IoError naming the file when it is missing, a folder or unreadable.
 std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
+
+/// A file opened for binary reading, with its size: what read_file_bytes opens, for readers that
+/// take the parts they need (the .npy reader reads its data straight into the array).
+struct InputFile {
+  std::ifstream stream;
+  std::int64_t size = 0;
+};
+
+/// Opens `path` for reading; IoError naming the file as read_file_bytes words it.
+InputFile open_input_file(const std::filesystem::path& path);
 
 /// Checks that `path` can be created: its folder exists and is writable, and `path` is not a
 /// folder. Throws IoError naming the path otherwise. Call before long work so it fails early.

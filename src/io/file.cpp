@@ -30,6 +30,13 @@ InputFile open_input_file(const fs::path& path) {
   return f;
 }
 
+std::int64_t InputFile::read_at(std::byte* out, std::int64_t count, std::int64_t offset) {
+  stream.clear();  // a read that reached the end leaves the stream failed
+  stream.seekg(offset);
+  stream.read(reinterpret_cast<char*>(out), count);
+  return static_cast<std::int64_t>(stream.gcount());
+}
+
 std::vector<std::byte> read_file_bytes(const fs::path& path) {
   InputFile f = open_input_file(path);
   std::vector<std::byte> bytes(static_cast<std::size_t>(f.size));

@@ -301,11 +301,12 @@ void to_native_order(const NpyHeader& h, std::byte* data, std::int64_t count) {
   }
 }
 
-NpyHeader read_npy_file_header(const ReadAt& read_at, std::int64_t size, std::string_view name) {
+NpyHeader read_npy_file_header(InputFile& file, std::string_view name) {
+  const std::int64_t size = file.size;
   // The preamble names the header's length (2 bytes in version 1, 4 in 2 and 3); what it claims
   // beyond the file's end is parse_npy_header's "truncated".
   std::array<std::byte, 12> preamble{};
-  const std::int64_t got = read_at(preamble.data(), std::min<std::int64_t>(12, size), 0);
+  const std::int64_t got = file.read_at(preamble.data(), std::min<std::int64_t>(12, size), 0);
   std::int64_t header_end = got;
   if (got >= 10) {
     const auto u = [&](int i) { return static_cast<std::int64_t>(preamble[i]); };
@@ -313,7 +314,7 @@ NpyHeader read_npy_file_header(const ReadAt& read_at, std::int64_t size, std::st
         u(6) == 1 ? 10 + (u(8) | u(9) << 8) : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
   }
   std::vector<std::byte> head(static_cast<std::size_t>(std::min(header_end, size)));
-  head.resize(static_cast<std::size_t>(read_at(head.data(), std::ssize(head), 0)));
+  head.resize(static_cast<std::size_t>(file.read_at(head.data(), std::ssize(head), 0)));
   const NpyHeader h = parse_npy_header(head, name);
   check_npy_data_size(h, size - h.data_offset, name);
   return h;
@@ -338,17 +339,11 @@ Array read_npy(const std::filesystem::path& path) {
   // The data go straight into the array's buffer: no copy of the whole file in memory.
   const std::string name = path.string();
   InputFile f = open_input_file(path);
-  const detail::ReadAt read_at = [&](std::byte* out, std::int64_t count, std::int64_t offset) {
-    f.stream.clear();
-    f.stream.seekg(offset);
-    f.stream.read(reinterpret_cast<char*>(out), count);
-    return static_cast<std::int64_t>(f.stream.gcount());
-  };
-  const NpyHeader h = detail::read_npy_file_header(read_at, f.size, name);
+  const NpyHeader h = detail::read_npy_file_header(f, name);
   auto buffer = Buffer::allocate(h.data_bytes, Memory::host);
   if (h.data_bytes > 0) {
     auto* dst = static_cast<std::byte*>(buffer->data());
-    const std::int64_t got = read_at(dst, h.data_bytes, h.data_offset);
+    const std::int64_t got = f.read_at(dst, h.data_bytes, h.data_offset);
     if (got != h.data_bytes)
       throw IoError(name + ": read failed after " + std::to_string(h.data_offset + got) + " of " +
                     std::to_string(f.size) + " bytes");

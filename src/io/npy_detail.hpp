@@ -4,9 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string_view>
 
+#include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
 
 namespace halfscope::io::detail {
@@ -15,14 +15,10 @@ namespace halfscope::io::detail {
 /// (`available`: the bytes after h.data_offset): fewer is "truncated", more is an error too.
 void check_npy_data_size(const NpyHeader& h, std::int64_t available, std::string_view name);
 
-/// Reads `count` bytes at `offset` of a file into a buffer and returns how many it read (fewer
-/// only at the end of the file).
-using ReadAt = std::function<std::int64_t(std::byte* out, std::int64_t count, std::int64_t offset)>;
-
-/// The header of a .npy file of `size` bytes read through `read_at` (the preamble, then the dict),
-/// checked as parse_npy checks a whole file (check_npy_data_size included): the same IoError
-/// messages, without reading the data.
-NpyHeader read_npy_file_header(const ReadAt& read_at, std::int64_t size, std::string_view name);
+/// The header of an opened .npy file (the preamble, then the dict), checked as parse_npy checks
+/// a whole file (check_npy_data_size included): the same IoError messages, without reading the
+/// data.
+NpyHeader read_npy_file_header(InputFile& file, std::string_view name);
 
 /// Brings `count` elements of the file's byte order into the machine's, in place.
 void to_native_order(const NpyHeader& h, std::byte* data, std::int64_t count);

@@ -1,16 +1,12 @@
 // Continuous data read by windows of samples (halfscope/io/sample_source.hpp): a host array in
-// memory, or a .npy file read with pread.
+// memory, or a .npy file read window by window.
 #include "halfscope/io/sample_source.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <system_error>
+#include <mutex>
 #include <vector>
 
 #include "halfscope/core/error.hpp"
+#include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
 #include "io/npy_detail.hpp"
 
@@ -58,38 +54,11 @@ class ArraySamples final : public SampleSource {
   Array data_;
 };
 
-// An open file descriptor, closed with its owner.
-class Fd {
- public:
-  explicit Fd(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) {
-      std::error_code ec;
-      if (!std::filesystem::exists(path, ec)) throw IoError(path.string() + ": no such file");
-      throw IoError(path.string() + ": cannot open for reading: " + std::strerror(errno));
-    }
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { ::close(fd_); }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
-
 class NpySamples final : public SampleSource {
  public:
-  explicit NpySamples(const std::filesystem::path& path) : name_(path.string()), fd_(path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-      throw IoError(name_ + ": is a folder, expected a file");
-    const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
-    if (ec) throw IoError(name_ + ": cannot determine the size: " + ec.message());
-    header_ = detail::read_npy_file_header(
-        [this](std::byte* out, std::int64_t count, std::int64_t offset) {
-          return read_some(out, count, offset);
-        },
-        size, name_);
+  explicit NpySamples(const std::filesystem::path& path)
+      : name_(path.string()), file_(open_input_file(path)) {
+    header_ = detail::read_npy_file_header(file_, name_);
     shape_ = continuous_data_shape(name_, header_.shape);
   }
   [[nodiscard]] Shape shape() const override { return shape_; }
@@ -104,7 +73,7 @@ class NpySamples final : public SampleSource {
     check_window(*this, begin, end);
     const std::int64_t C = shape_[0], L = shape_[1], n = end - begin;
     const std::int64_t es = dtype_size(header_.dtype);
-    Array raw(header_.dtype, {C, n});
+    Array raw;
     if (n > 0 && header_.fortran_order && C > 1) {
       // Sample k of every channel lies together: the window is one run of n x C elements, which
       // is the (C, n) window in Fortran order.
@@ -112,7 +81,8 @@ class NpySamples final : public SampleSource {
       read_all(static_cast<std::byte*>(run->data()), n * C * es, begin * C * es);
       detail::to_native_order(header_, static_cast<std::byte*>(run->data()), n * C);
       raw = Array(std::move(run), header_.dtype, {C, n}, f_strides({C, n})).contiguous();
-    } else if (n > 0) {
+    } else {
+      raw = Array(header_.dtype, {C, n});
       auto* bytes = static_cast<std::byte*>(raw.data());
       for (std::int64_t c = 0; c < C; ++c)
         read_all(bytes + c * n * es, n * es, (c * L + begin) * es);
@@ -122,31 +92,18 @@ class NpySamples final : public SampleSource {
   }
 
  private:
-  // Up to `count` bytes at `offset` of the file into `out`; fewer only at its end.
-  std::int64_t read_some(std::byte* out, std::int64_t count, std::int64_t offset) const {
-    std::int64_t done = 0;
-    while (done < count) {
-      const ssize_t r = ::pread(fd_.get(), out + done, static_cast<std::size_t>(count - done),
-                                static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0)
-        throw IoError(name_ + ": read failed at byte " + str(offset + done) + ": " +
-                      std::strerror(errno));
-      if (r == 0) break;
-      done += r;
-    }
-    return done;
-  }
   // Exactly `count` data bytes from `offset` past the header (the file shrank if not).
   void read_all(std::byte* out, std::int64_t count, std::int64_t offset) const {
-    const std::int64_t got = read_some(out, count, header_.data_offset + offset);
+    const std::lock_guard lock(mutex_);  // one stream: one read at a time
+    const std::int64_t got = file_.read_at(out, count, header_.data_offset + offset);
     if (got != count)
       throw IoError(name_ + ": truncated while reading: " + str(count) + " bytes wanted at byte " +
                     str(header_.data_offset + offset) + ", " + str(got) + " found");
   }
 
   std::string name_;
-  Fd fd_;
+  mutable InputFile file_;
+  mutable std::mutex mutex_;
   NpyHeader header_;
   Shape shape_;
 };

@@ -118,17 +118,38 @@ ChannelFactors channel_factors(const RangeScan& whole, double pre, double mean) 
   return f;
 }
 
-void convert_range(const float* x, std::int64_t n, const ChannelFactors& f, float* out) {
-  convert(x, n, f, out);
+std::vector<RangeScan> scan_rows(const Array& x, std::int64_t first) {
+  const std::int64_t C = x.dim(0), n = x.dim(1);
+  std::vector<RangeScan> scans(static_cast<std::size_t>(C));
+  const auto run = [&](const auto* v) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c = 0; c < C; ++c)
+      scans[static_cast<std::size_t>(c)] = scan(v + c * n, n, first);
+  };
+  if (x.dtype() == DType::f32)
+    run(x.data_as<float>());
+  else
+    run(x.data_as<double>());
+  return scans;
 }
-void convert_range(const float* x, std::int64_t n, const ChannelFactors& f, double* out) {
-  convert(x, n, f, out);
-}
-void convert_range(const double* x, std::int64_t n, const ChannelFactors& f, float* out) {
-  convert(x, n, f, out);
-}
-void convert_range(const double* x, std::int64_t n, const ChannelFactors& f, double* out) {
-  convert(x, n, f, out);
+
+void convert_rows(const Array& x, const std::vector<ChannelFactors>& factors, Array& out) {
+  const std::int64_t C = x.dim(0), n = x.dim(1);
+  const auto run = [&](const auto* v, auto* o) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c = 0; c < C; ++c)
+      convert(v + c * n, n, factors[static_cast<std::size_t>(c)], o + c * n);
+  };
+  const auto into = [&](const auto* v) {
+    if (out.dtype() == DType::f64)
+      run(v, out.data_as<double>());
+    else
+      run(v, out.data_as<float>());
+  };
+  if (x.dtype() == DType::f32)
+    into(x.data_as<float>());
+  else
+    into(x.data_as<double>());
 }
 
 std::string bad_sample_message(const std::string& source, std::int64_t channel, std::int64_t sample,

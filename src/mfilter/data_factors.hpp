@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/core/array.hpp"
 #include "halfscope/mfilter.hpp"
 
 namespace halfscope::mfilter {
@@ -77,12 +78,15 @@ std::vector<double> offsets_of(const std::vector<ChannelFactors>& factors);
 /// monotone, so the largest |x pre - mean| lies at the smallest or the largest x).
 ChannelFactors channel_factors(const RangeScan& whole, double pre, double mean);
 
-/// out[k] = fl((x[k] * pre - mean) * post) for n samples (no contraction: prepare_data's FP64
-/// arithmetic, which device_shift_scale repeats on the GPU).
-void convert_range(const float* x, std::int64_t n, const ChannelFactors& f, float* out);
-void convert_range(const float* x, std::int64_t n, const ChannelFactors& f, double* out);
-void convert_range(const double* x, std::int64_t n, const ChannelFactors& f, float* out);
-void convert_range(const double* x, std::int64_t n, const ChannelFactors& f, double* out);
+/// The scans of every row of `x` ((C, n), float32 or float64, C-contiguous) whose first sample is
+/// sample `first` of its channel; channels in parallel.
+std::vector<RangeScan> scan_rows(const Array& x, std::int64_t first);
+
+/// Every row c of `x` ((C, n), float32 or float64, C-contiguous) converted with factors[c] into
+/// the same row of `out` ((C, n), float32 or float64): out = fl((x * pre - mean) * post) in FP64
+/// without contraction (the arithmetic device_shift_scale repeats on the GPU); channels in
+/// parallel.
+void convert_rows(const Array& x, const std::vector<ChannelFactors>& factors, Array& out);
 
 /// The message for a non-finite data sample: matched_filter's own ("matched_filter: data: NaN
 /// (nan) at channel c, sample k; ...") when `source` is empty, else the file's as the CLI's

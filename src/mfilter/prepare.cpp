@@ -224,9 +224,9 @@ Array prepare_data(const Array& data, const Dims& d, DType want,
     return src.reshape({C, L});
   }
   Array out(want, {C, L});
-  // Channels are independent: converted in parallel, which keeps the host's single pass over the
-  // data from dominating a call spread over several GPUs. The lowest bad channel's error is
-  // thrown afterwards, as the sequential loop would.
+  // Channels are independent: scanned and converted in parallel, which keeps the host's pass
+  // over the data from dominating a call spread over several GPUs. The lowest bad channel's
+  // error is thrown before any conversion, as the sequential loop would.
   std::vector<RangeScan> scans(static_cast<std::size_t>(C));
   const auto run = [&](const auto* x) {
 #pragma omp parallel for schedule(dynamic)
@@ -240,13 +240,7 @@ Array prepare_data(const Array& data, const Dims& d, DType want,
       if (d.normalize == MfNormalize::Full)
         for (std::int64_t k = 0; k < L; k += kSumBlock)
           sum += block_sum(row + k, std::min(kSumBlock, L - k), pre);
-      const ChannelFactors f = channel_factors(s, pre, sum / static_cast<double>(L));
-      factors[static_cast<std::size_t>(c)] = f;
-      // max |s| <= 2^32 now: the float32 conversion cannot overflow.
-      if (want == DType::f64)
-        convert_range(row, L, f, out.data_as<double>() + c * L);
-      else
-        convert_range(row, L, f, out.data_as<float>() + c * L);
+      factors[static_cast<std::size_t>(c)] = channel_factors(s, pre, sum / static_cast<double>(L));
     }
   };
   if (src.dtype() == DType::f32)
@@ -256,6 +250,8 @@ Array prepare_data(const Array& data, const Dims& d, DType want,
   for (std::int64_t c = 0; c < C; ++c)
     if (const RangeScan& s = scans[static_cast<std::size_t>(c)]; s.first_bad >= 0)
       throw InvalidInput(bad_sample_message("", c, s.first_bad, s.bad_value));
+  // max |s| <= 2^32 now: the float32 conversion cannot overflow.
+  convert_rows(src.reshape({C, L}), factors, out);
   changed = src.dtype() != want || std::any_of(factors.begin(), factors.end(),
                                                [](const ChannelFactors& f) { return f.changes(); });
   return out;

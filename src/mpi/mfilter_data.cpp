@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <omp.h>
-
 #include "halfscope/core/error.hpp"
 #include "mfilter/data_factors.hpp"
 #include "mpi/mfilter_share.hpp"
@@ -124,14 +122,12 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
   }
 
   RankData out{&data, std::vector<ChannelFactors>(nc)};
+  for (std::size_t c = 0; c < nc; ++c) pre[c] = mfilter::pre_factor(whole[c]);
   std::vector<double> mean(nc, 0.0);
   if (full) {
     // Sums of x * pre, pre being 1 but for float64 data beyond 2^+-960: those channels again.
     std::vector<char> again(nc, 0);
-    for (std::size_t c = 0; c < nc; ++c) {
-      pre[c] = mfilter::pre_factor(whole[c]);
-      again[c] = pre[c] != 1.0;
-    }
+    for (std::size_t c = 0; c < nc; ++c) again[c] = pre[c] != 1.0;
     if (std::any_of(again.begin(), again.end(), [](char a) { return a != 0; }))
       agree(comm, [&] { scan_slice(data, b0, b1, true, pre, &again, scans, sums); });
     // The block sums in block order, handed from rank to rank: exactly the one-process sum.
@@ -146,8 +142,6 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
       comm.send_bytes(running.data(), bytes, comm.rank() + 1, kTagSums);
     comm.broadcast(std::span<double>(running), comm.size() - 1);
     for (std::size_t c = 0; c < nc; ++c) mean[c] = running[c] / static_cast<double>(L);
-  } else {
-    for (std::size_t c = 0; c < nc; ++c) pre[c] = mfilter::pre_factor(whole[c]);
   }
   for (std::size_t c = 0; c < nc; ++c)
     out.factors[c] = mfilter::channel_factors(whole[c], pre[c], mean[c]);
@@ -165,31 +159,14 @@ Array prepared_window(const RankData& data, std::int64_t a, std::int64_t b, DTyp
   Array out = as_read ? x : Array(want, {C, n});
   // The window is checked again: the whole-channel scan read other ranks' samples, so a
   // non-finite sample here means this rank's data differ from theirs (or the file changed).
-  std::vector<RangeScan> scans(static_cast<std::size_t>(C));
-  const auto run = [&](const auto* v, auto* o) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t c = 0; c < C; ++c) {
-      scans[static_cast<std::size_t>(c)] = mfilter::scan_range(v + c * n, n, a);
-      if (!as_read)
-        mfilter::convert_range(v + c * n, n, data.factors[static_cast<std::size_t>(c)], o + c * n);
-    }
-  };
-  const auto into = [&](const auto* v) {
-    if (want == DType::f64)
-      run(v, out.data_as<double>());
-    else
-      run(v, out.data_as<float>());
-  };
-  if (x.dtype() == DType::f32)
-    into(x.data_as<float>());
-  else
-    into(x.data_as<double>());
+  const std::vector<RangeScan> scans = mfilter::scan_rows(x, a);
   for (std::int64_t c = 0; c < C; ++c)
     if (const RangeScan& s = scans[static_cast<std::size_t>(c)]; s.first_bad >= 0)
       throw InvalidInput(
           mfilter::bad_sample_message(data.source->name(), c, s.first_bad, s.bad_value) +
           " (found in this rank's window, not by the scan of the whole channel: do the ranks "
           "hold the same data?)");
+  if (!as_read) mfilter::convert_rows(x, data.factors, out);
   return out;
 }
 

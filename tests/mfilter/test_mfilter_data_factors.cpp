@@ -64,10 +64,10 @@ TEST(DataFactors, ScalingFromTheRangeEqualsScalingFromEverySample) {
       for (const double v : x) largest = std::max(largest, std::fabs(v * pre - mean));
       EXPECT_EQ(f.post, power_of_two_outside(largest, kDataBandLow, kDataBandHigh))
           << scale << " " << offset;
-      std::vector<float> out(x.size());
-      convert_range(x.data(), std::ssize(x), f, out.data());
+      Array out(DType::f32, {1, std::ssize(x)});
+      convert_rows(Array::from_values(std::span<const double>(x), {1, std::ssize(x)}), {f}, out);
       for (std::size_t k = 0; k < x.size(); ++k)
-        ASSERT_EQ(out[k], static_cast<float>((x[k] * pre - mean) * f.post)) << k;
+        ASSERT_EQ(out.data_as<float>()[k], static_cast<float>((x[k] * pre - mean) * f.post)) << k;
     }
 }
 

@@ -20,6 +20,9 @@ std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
 struct InputFile {
   std::ifstream stream;
   std::int64_t size = 0;
+  /// Up to `count` bytes at `offset` into `out`; returns how many were read (fewer only at the
+  /// end of the file). Not for several threads at once.
+  std::int64_t read_at(std::byte* out, std::int64_t count, std::int64_t offset);
 };
 
 /// Opens `path` for reading; IoError naming the file as read_file_bytes words it.

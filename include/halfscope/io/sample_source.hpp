@@ -41,7 +41,8 @@ std::unique_ptr<SampleSource> array_samples(const Array& data);
 
 /// A .npy file of shape (C, L) or (L) with a real dtype, in either byte order and either memory
 /// order: only its header is read here; each read() then takes the window's bytes with one
-/// pread per channel (C order) or one for every channel (Fortran order). IoError / InvalidInput
+/// read per channel (C order) or one for every channel (Fortran order; reads from several
+/// threads take turns on the one file stream). IoError / InvalidInput
 /// naming the file as read_seismic_data words them: a missing or truncated file, a header that
 /// is not .npy, a shape that is not (channels, samples) or holds no sample, a complex or
 /// non-numeric dtype.

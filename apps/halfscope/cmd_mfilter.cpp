@@ -21,6 +21,7 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/seismic_input.hpp"
+#include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter_ranks.hpp"
 
@@ -140,7 +141,9 @@ struct MfJob {
   io::SeismicData data;  // data.data stays empty when `samples` reads them by windows
   /// Under mpirun with one .npy DATA: the file, which each rank reads only in part.
   std::unique_ptr<io::SampleSource> samples;
-  io::SeismicTemplates t;
+  io::SeismicTemplates t;  // t.templates stays empty when `bank` reads them by groups
+  /// Under mpirun with a .npy TEMPLATES: the file, of which each rank reads its template group.
+  std::unique_ptr<io::TemplateSource> bank;
   MfNetwork network;
   std::string history;  // of the correlation output
 };
@@ -188,7 +191,12 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   report_gaps(g, data);
   const Shape data_shape = samples ? samples->shape() : data.data.shape();
   io::SeismicTemplates t;
-  if (c.template_times.empty()) {
+  std::unique_ptr<io::TemplateSource> bank;
+  if (c.template_times.empty() && g.ranks > 1 &&
+      io::format_of(c.inputs.front()) == io::Format::npy) {
+    bank = io::npy_templates(c.inputs.front());
+    for (std::int64_t i = 0; i < bank->shape()[0]; ++i) t.labels.push_back(std::to_string(i));
+  } else if (c.template_times.empty()) {
     t = io::read_template_array(c.inputs.front());
   } else if (c.template_data.empty()) {
     t = io::cut_templates(data, c.template_times, c.template_length);
@@ -203,7 +211,8 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
     t = io::cut_templates(src, c.template_times, c.template_length);
   }
   const std::string tname = c.template_times.empty() ? c.inputs.front() : c.template_times;
-  const std::int64_t T = t.templates.dim(0), C = t.templates.dim(1), K = t.templates.dim(2);
+  const Shape t_shape = bank ? bank->shape() : t.templates.shape();
+  const std::int64_t T = t_shape[0], C = t_shape[1], K = t_shape[2];
   const std::int64_t L = data_shape[1];
   if (C != data_shape[0])
     throw InvalidInput(tname + ": templates have " + std::to_string(C) + " channels: expected " +
@@ -224,7 +233,9 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
               std::to_string(mf_correlation_count(L, K, c.step)) + " correlation times; method " +
               std::string(mf_method_name(method)) + ", precision " +
               std::string(precision_name(precision)));
-  MfJob job{o, det, std::move(data), std::move(samples), std::move(t), std::move(net), ""};
+  MfJob job{
+      o, det, std::move(data), std::move(samples), std::move(t), std::move(bank), std::move(net),
+      ""};
   job.history = "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
                 " " + std::string(precision_name(precision)) + " " + c.normalize;
   return job;
@@ -298,11 +309,12 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
   const bool npy = !c.output.empty() && io::format_of(c.output) == io::Format::npy;
   MfRun run;
   if (g.ranks > 1) {
-    const auto in_memory = job.samples ? nullptr : io::array_samples(job.data.data);
-    run =
-        mfilter_over_ranks(g, job.t.templates, job.samples ? *job.samples : *in_memory, job.options,
-                           job.network, c.detect ? &job.detect : nullptr, !c.output.empty(),
-                           c.check, c.time_parts, npy ? c.output : std::string());
+    const auto samples = job.samples ? nullptr : io::array_samples(job.data.data);
+    const auto bank = job.bank ? nullptr : io::array_templates(job.t.templates);
+    run = mfilter_over_ranks(g, job.bank ? *job.bank : *bank, job.samples ? *job.samples : *samples,
+                             job.options, job.network, c.detect ? &job.detect : nullptr,
+                             !c.output.empty(), c.check, c.time_parts,
+                             npy ? c.output : std::string());
   } else {
     run = run_one_process(c, job);
   }

@@ -37,10 +37,10 @@ void on_every_rank(const Globals& g, const std::function<void()>& step) {
   step();
 }
 
-MfRun mfilter_over_ranks(const Globals& g, const Array& templates, const io::SampleSource& data,
-                         const MfOptions& options, const MfNetwork& network,
-                         const DetectOptions* detect, bool want_cc, bool check,
-                         std::int64_t time_parts, const std::string& npy_output) {
+MfRun mfilter_over_ranks(const Globals& g, const io::TemplateSource& templates,
+                         const io::SampleSource& data, const MfOptions& options,
+                         const MfNetwork& network, const DetectOptions* detect, bool want_cc,
+                         bool check, std::int64_t time_parts, const std::string& npy_output) {
 #if HALFSCOPE_HAS_MPI
   (void)g;
   const mpi::Comm world = mpi::Comm::world();

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Peak memory and time of `halfscope mfilter` over MPI ranks against one process (issue 9).
 
-Since the ranks read a .npy DATA by windows (docs/scaling.md, "Matched filtering over MPI
-ranks"), a rank holds its share of the whole-channel scan and its own window of the day instead
-of the whole day. This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
-(C channels x L float32 samples of noise with the templates planted) in one process and under
+Since the ranks read a .npy DATA by windows and a .npy TEMPLATES by template groups
+(docs/scaling.md, "Matched filtering over MPI ranks"), a rank holds its share of the
+whole-channel scan, its own window of the day and its own templates instead of the whole day and
+the whole bank. This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
+(T templates and C channels x L float32 samples of noise with the templates planted; a large
+bank with `--templates 20000 --length 128 --samples 1024`) in one process and under
 `mpirun -np N`, each process started through a small Python wrapper that records its child's
 peak resident memory (getrusage RUSAGE_CHILDREN, ru_maxrss), and reports per run the largest and
 the mean peak over the ranks, the wall clock of the whole command (a fresh process per run:
@@ -50,9 +52,12 @@ def make_inputs(work, templates, channels, samples, length, seed=5):
                                      shape=(channels, samples))
     for c in range(channels):
         data[c] = rng.standard_normal(samples, dtype=np.float32)
-    for j in range(templates):  # one event per template, spread over the day
-        at = (j + 1) * samples // (templates + 1)
-        data[:, at:at + length] += 4 * t[j]
+    # One event per template spread over the day, or, for a bank too large for that (events at
+    # least 2 template lengths apart), as many events of templates spread over the bank.
+    events = min(templates, samples // (2 * length))
+    for e in range(events):
+        at = (e + 1) * samples // (events + 1)
+        data[:, at:at + length] += 4 * t[e * templates // events]
     data.flush()
     del data
     np.save(work / "templates.npy", t)
@@ -109,6 +114,7 @@ def main(argv=None):
     work.mkdir(parents=True, exist_ok=True)
     make_inputs(work, args.templates, args.channels, args.samples, args.length)
     data_bytes = (work / "data.npy").stat().st_size
+    templates_bytes = (work / "templates.npy").stat().st_size
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
         "--method", "direct", "--precision", "single"]
     common = ["--device", args.device, "mfilter", str(work / "templates.npy"),
@@ -116,6 +122,7 @@ def main(argv=None):
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
               "template_length": args.length, "data": "float32 .npy", "data_bytes": data_bytes,
+              "templates_file": "float32 .npy", "templates_bytes": templates_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",
               "time": "wall clock of the whole command, fresh processes",
               "memory": "peak resident memory per process (ru_maxrss)"}

@@ -320,6 +320,20 @@ NpyHeader read_npy_file_header(InputFile& file, std::string_view name) {
   return h;
 }
 
+NpyPartReader::NpyPartReader(const std::filesystem::path& path)
+    : name_(path.string()), file_(open_input_file(path)) {
+  header_ = read_npy_file_header(file_, name_);
+}
+
+void NpyPartReader::read(std::byte* out, std::int64_t count, std::int64_t offset) const {
+  const std::lock_guard lock(mutex_);  // one stream: one read at a time
+  const std::int64_t got = file_.read_at(out, count, header_.data_offset + offset);
+  if (got != count)
+    throw IoError(name_ + ": truncated while reading: " + std::to_string(count) +
+                  " bytes wanted at byte " + std::to_string(header_.data_offset + offset) + ", " +
+                  std::to_string(got) + " found");
+}
+
 }  // namespace detail
 
 Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {

@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
 #include <string_view>
 
 #include "halfscope/io/file.hpp"
@@ -22,5 +25,31 @@ NpyHeader read_npy_file_header(InputFile& file, std::string_view name);
 
 /// Brings `count` elements of the file's byte order into the machine's, in place.
 void to_native_order(const NpyHeader& h, std::byte* data, std::int64_t count);
+
+/// The type a source of parts of an array returns (sample_source.hpp, template_source.hpp):
+/// float32 and float64 as stored, the other real types as float64 (exact for every integer type
+/// up to 53 bits and for float16, as matched filtering's own conversion).
+inline DType source_read_type(DType stored) {
+  return stored == DType::f32 || stored == DType::f64 ? stored : DType::f64;
+}
+
+/// An opened .npy file whose header is read and checked (read_npy_file_header), for readers of
+/// parts of its data (sample_source.cpp, template_source.cpp). Reads from several threads take
+/// turns on the one file stream.
+class NpyPartReader {
+ public:
+  explicit NpyPartReader(const std::filesystem::path& path);
+  [[nodiscard]] const NpyHeader& header() const noexcept { return header_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// Exactly `count` data bytes from `offset` past the header, in the file's byte order; IoError
+  /// naming the file when fewer are there (the file shrank since the header was read).
+  void read(std::byte* out, std::int64_t count, std::int64_t offset) const;
+
+ private:
+  std::string name_;
+  mutable InputFile file_;
+  mutable std::mutex mutex_;
+  NpyHeader header_;
+};
 
 }  // namespace halfscope::io::detail

@@ -2,7 +2,6 @@
 // memory, or a .npy file read window by window.
 #include "halfscope/io/sample_source.hpp"
 
-#include <mutex>
 #include <vector>
 
 #include "halfscope/core/error.hpp"
@@ -26,12 +25,6 @@ void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end) {
                        ")");
 }
 
-// The types matched filtering computes from as they are; the others as float64 (exact for every
-// integer type up to 53 bits and for float16, as prepare's own conversion).
-DType read_type(DType stored) {
-  return stored == DType::f32 || stored == DType::f64 ? stored : DType::f64;
-}
-
 class ArraySamples final : public SampleSource {
  public:
   explicit ArraySamples(const Array& data)
@@ -41,7 +34,7 @@ class ArraySamples final : public SampleSource {
     (void)continuous_data_shape("data", data.shape());
   }
   [[nodiscard]] Shape shape() const override { return data_.shape(); }
-  [[nodiscard]] DType dtype() const override { return read_type(data_.dtype()); }
+  [[nodiscard]] DType dtype() const override { return detail::source_read_type(data_.dtype()); }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
     check_window(*this, begin, end);
     const Array w = data_.slice(1, begin, end).contiguous();
@@ -57,54 +50,42 @@ class ArraySamples final : public SampleSource {
 class NpySamples final : public SampleSource {
  public:
   explicit NpySamples(const std::filesystem::path& path)
-      : name_(path.string()), file_(open_input_file(path)) {
-    header_ = detail::read_npy_file_header(file_, name_);
-    shape_ = continuous_data_shape(name_, header_.shape);
-  }
+      : file_(path), shape_(continuous_data_shape(file_.name(), file_.header().shape)) {}
   [[nodiscard]] Shape shape() const override { return shape_; }
-  [[nodiscard]] DType dtype() const override { return read_type(header_.dtype); }
-  [[nodiscard]] std::string name() const override { return name_; }
+  [[nodiscard]] DType dtype() const override {
+    return detail::source_read_type(file_.header().dtype);
+  }
+  [[nodiscard]] std::string name() const override { return file_.name(); }
   [[nodiscard]] std::string describe() const override {
-    return name_ + " (" + std::string(dtype_name(header_.dtype)) + shape_to_string(header_.shape) +
-           ")";
+    const NpyHeader& h = file_.header();
+    return file_.name() + " (" + std::string(dtype_name(h.dtype)) + shape_to_string(h.shape) + ")";
   }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
     check_window(*this, begin, end);
+    const NpyHeader& h = file_.header();
     const std::int64_t C = shape_[0], L = shape_[1], n = end - begin;
-    const std::int64_t es = dtype_size(header_.dtype);
+    const std::int64_t es = dtype_size(h.dtype);
     Array raw;
-    if (n > 0 && header_.fortran_order && C > 1) {
+    if (n > 0 && h.fortran_order && C > 1) {
       // Sample k of every channel lies together: the window is one run of n x C elements, which
       // is the (C, n) window in Fortran order.
       auto run = Buffer::allocate(n * C * es, Memory::host);
-      read_all(static_cast<std::byte*>(run->data()), n * C * es, begin * C * es);
-      detail::to_native_order(header_, static_cast<std::byte*>(run->data()), n * C);
-      raw = Array(std::move(run), header_.dtype, {C, n}, f_strides({C, n})).contiguous();
+      file_.read(static_cast<std::byte*>(run->data()), n * C * es, begin * C * es);
+      detail::to_native_order(h, static_cast<std::byte*>(run->data()), n * C);
+      raw = Array(std::move(run), h.dtype, {C, n}, f_strides({C, n})).contiguous();
     } else {
-      raw = Array(header_.dtype, {C, n});
+      raw = Array(h.dtype, {C, n});
       auto* bytes = static_cast<std::byte*>(raw.data());
       for (std::int64_t c = 0; c < C; ++c)
-        read_all(bytes + c * n * es, n * es, (c * L + begin) * es);
-      detail::to_native_order(header_, bytes, n * C);
+        file_.read(bytes + c * n * es, n * es, (c * L + begin) * es);
+      detail::to_native_order(h, bytes, n * C);
     }
     return raw.dtype() == dtype() ? raw : raw.astype(dtype());
   }
 
  private:
-  // Exactly `count` data bytes from `offset` past the header (the file shrank if not).
-  void read_all(std::byte* out, std::int64_t count, std::int64_t offset) const {
-    const std::lock_guard lock(mutex_);  // one stream: one read at a time
-    const std::int64_t got = file_.read_at(out, count, header_.data_offset + offset);
-    if (got != count)
-      throw IoError(name_ + ": truncated while reading: " + str(count) + " bytes wanted at byte " +
-                    str(header_.data_offset + offset) + ", " + str(got) + " found");
-  }
-
-  std::string name_;
-  mutable InputFile file_;
-  mutable std::mutex mutex_;
-  NpyHeader header_;
+  detail::NpyPartReader file_;
   Shape shape_;
 };
 

@@ -14,6 +14,7 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 
 namespace halfscope::io {
 
@@ -202,25 +203,14 @@ SeismicTemplates read_template_array(const fs::path& path) {
     throw InvalidInput(name +
                        ": templates must be a .npy array of shape (T, C, K) or (T, K); "
                        "to cut them from data use --template-times");
-  Array a = read_npy(path);
-  if (!dtype_is_float(a.dtype()) && !dtype_is_signed_int(a.dtype()) && a.dtype() != DType::u8 &&
-      a.dtype() != DType::u16 && a.dtype() != DType::u32)
-    throw InvalidInput(name + ": templates of dtype " + std::string(dtype_name(a.dtype())) +
-                       ": expected a real dtype");
-  if (a.ndim() == 2) a = a.reshape({a.dim(0), 1, a.dim(1)});
-  if (a.ndim() != 3 || a.dim(0) == 0 || a.dim(1) == 0 || a.dim(2) == 0)
-    throw InvalidInput(name + ": templates have shape " + shape_to_string(a.shape()) +
-                       ": expected (T, C, K) or (T, K) with every extent >= 1");
+  const Array a = read_npy(path);
+  const Shape shape = template_array_shape(name, a.shape(), a.dtype());
   SeismicTemplates t;
-  t.templates = a.astype(DType::f64).contiguous();
-  const double* v = t.templates.data_as<double>();
-  for (std::int64_t i = 0; i < t.templates.size(); ++i)
-    if (!std::isfinite(v[i])) {
-      const std::int64_t k = t.templates.dim(2), c = t.templates.dim(1);
-      throw InvalidInput(name + ": template " + std::to_string(i / (c * k)) + ", channel " +
-                         std::to_string(i / k % c) + ", sample " + std::to_string(i % k) + " is " +
-                         std::to_string(v[i]) + ": expected a finite value");
-    }
+  // float32 stays float32 (matched filtering computes from it as from its float64 widening).
+  t.templates = (a.dtype() == DType::f32 || a.dtype() == DType::f64 ? a : a.astype(DType::f64))
+                    .contiguous()
+                    .reshape(shape);
+  check_finite_templates(name, t.templates, 0);
   for (std::int64_t i = 0; i < a.dim(0); ++i) t.labels.push_back(std::to_string(i));
   return t;
 }

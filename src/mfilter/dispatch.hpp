@@ -66,21 +66,35 @@ struct Prepared {
 Prepared prepare(const Array& templates, const Array& data, const MfOptions& options,
                  const MfNetwork& network);
 
-/// What prepare_call needs to know of the data before any sample is read.
-struct DataInfo {
-  Shape shape;  // (C, L) or (L)
+/// What prepare_call needs to know of an input (the data, or the templates) before any value of
+/// it is read.
+struct ArrayInfo {
+  Shape shape;  // data: (C, L) or (L); templates: (T, C, K) or (T, K)
   DType dtype = DType::f32;
   bool on_device = false;
   bool empty = false;       // a default-constructed Array
   std::string description;  // Array::describe(), for messages
-  static DataInfo of(const Array& data);
+  static ArrayInfo of(const Array& a);
 };
 
 /// prepare without the data: every check and conversion but the data's own (templates, network,
 /// method, precision, shapes), so that callers holding only windows of the data (the MPI ranks)
 /// prepare the same call. `data` and `channel_offsets` stay empty.
-Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOptions& options,
+Prepared prepare_call(const Array& templates, const ArrayInfo& data, const MfOptions& options,
                       const MfNetwork& network);
+
+/// prepare_call from the templates' shape alone: every check of the call and its plan (dims,
+/// method, precision, network), `templates` left empty too, so that callers holding only a group
+/// of the templates (the MPI ranks) prepare the same call; prepare_template_rows then prepares
+/// their group.
+Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const MfOptions& options,
+                      const MfNetwork& network);
+
+/// Templates [first, first + n) of a call prepared by prepare_call, given as a host (n, C, K)
+/// array of any real type: what p.templates holds for them (n * C * K values of storage_type(p))
+/// when prepare_call prepares the whole bank. InvalidInput naming the first non-finite value's
+/// template (counted from `first`), channel and sample.
+Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t first);
 
 /// The storage type of a prepared call's operands: float64 in double precision, else float32.
 inline DType storage_type(const Prepared& p) {

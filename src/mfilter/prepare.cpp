@@ -145,8 +145,8 @@ void unit_templates(const In* in, Out* out, std::int64_t rows, std::int64_t K,
 // near 1e-21 would give FP32 subnormal products, near 1e10 and 1e30 infinite ones); CC does not
 // depend on a template's scale. Parallel over channels (a network of 1000 templates x 30
 // channels took 0.1 s serially, as long as a quarter of the GPU's work on four devices).
-Array prepare_templates(const Array& templates, const Dims& d, DType want) {
-  const std::int64_t C = d.channels, K = d.length, rows = d.templates * C;
+Array prepare_templates(const Array& templates, const Dims& d, DType want, std::int64_t first) {
+  const std::int64_t C = d.channels, K = d.length, rows = templates.size() / K;
   Array src = host_contiguous(templates);
   if (src.dtype() != DType::f32 && src.dtype() != DType::f64) src = src.astype(DType::f64);
   Array out(want, Shape{rows * K});
@@ -166,7 +166,7 @@ Array prepare_templates(const Array& templates, const Dims& d, DType want) {
         src.dtype() == DType::f32 ? src.data_as<float>()[bad] : src.data_as<double>()[bad];
     throw InvalidInput(
         "matched_filter: templates: " + std::string(std::isnan(v) ? "NaN" : "infinite value") +
-        " (" + std::to_string(v) + ") at template " + str(bad / (C * K)) + ", channel " +
+        " (" + std::to_string(v) + ") at template " + str(first + bad / (C * K)) + ", channel " +
         str(bad / K % C) + ", sample " + str(bad % K) + "; expected finite values");
   }
   return out;
@@ -334,19 +334,20 @@ void prepare_network(Prepared& p, const MfNetwork& net) {
 
 }  // namespace
 
-DataInfo DataInfo::of(const Array& data) {
-  return {data.shape(), data.dtype(), data.on_device(), data.empty(), data.describe()};
+ArrayInfo ArrayInfo::of(const Array& a) {
+  return {a.shape(), a.dtype(), a.on_device(), a.empty(), a.describe()};
 }
 
-Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOptions& o,
+Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const MfOptions& o,
                       const MfNetwork& network) {
-  if (templates.empty()) throw InvalidInput("matched_filter: templates: empty array");
+  if (templates.empty) throw InvalidInput("matched_filter: templates: empty array");
   if (data.empty) throw InvalidInput("matched_filter: data: empty array");
-  if (templates.ndim() != 2 && templates.ndim() != 3)
+  const auto t_ndim = static_cast<std::int64_t>(templates.shape.size());
+  if (t_ndim != 2 && t_ndim != 3)
     throw InvalidInput(
         "matched_filter: templates: expected shape (templates, channels, samples) or "
         "(templates, samples), found " +
-        templates.describe());
+        templates.description);
   const auto data_ndim = static_cast<std::int64_t>(data.shape.size());
   if (data_ndim != 1 && data_ndim != 2)
     throw InvalidInput(
@@ -355,19 +356,19 @@ Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOpti
         data.description);
   Prepared p;
   Dims& d = p.dims;
-  d.templates = templates.dim(0);
-  d.channels = templates.ndim() == 3 ? templates.dim(1) : 1;
-  d.length = templates.dim(templates.ndim() - 1);
+  d.templates = templates.shape.front();
+  d.channels = t_ndim == 3 ? templates.shape[1] : 1;
+  d.length = templates.shape.back();
   d.samples = data.shape.back();
   const std::int64_t data_channels = data_ndim == 2 ? data.shape.front() : 1;
-  if (templates.size() == 0)
-    throw InvalidInput("matched_filter: templates: empty array " + templates.describe());
+  if (shape_size(templates.shape) == 0)
+    throw InvalidInput("matched_filter: templates: empty array " + templates.description);
   if (shape_size(data.shape) == 0)
     throw InvalidInput("matched_filter: data: empty array " + data.description);
   if (data_channels != d.channels)
     throw InvalidInput("matched_filter: templates have " + str(d.channels) +
                        " channel(s) but the data have " + str(data_channels) + " (templates " +
-                       templates.describe() + ", data " + data.description + ")");
+                       templates.description + ", data " + data.description + ")");
   d.step = o.step;
   d.n_corr = mf_correlation_count(d.samples, d.length, o.step);
   d.normalize = o.normalize;
@@ -378,7 +379,7 @@ Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOpti
 
   // Device and method: device inputs pull Auto to the GPU; Direct always runs on the CPU.
   DeviceKind device = o.device;
-  if (device == DeviceKind::Auto && (data.on_device || templates.on_device()))
+  if (device == DeviceKind::Auto && (data.on_device || templates.on_device))
     device = DeviceKind::Cuda;
   device = resolve_device(device);
   MfOptions resolved = o;
@@ -399,15 +400,24 @@ Prepared prepare_call(const Array& templates, const DataInfo& data, const MfOpti
                       precision_list(ok));
   p.on_gpu = runs_on == DeviceKind::Cuda;
   p.data_on_device = data.on_device;
-  p.templates = prepare_templates(templates, d, storage_type(p))
-                    .reshape({d.templates * d.channels * d.length});
   prepare_network(p, network);
+  return p;
+}
+
+Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t first) {
+  return prepare_templates(rows, p.dims, storage_type(p), first);
+}
+
+Prepared prepare_call(const Array& templates, const ArrayInfo& data, const MfOptions& o,
+                      const MfNetwork& network) {
+  Prepared p = prepare_call(ArrayInfo::of(templates), data, o, network);
+  p.templates = prepare_templates(templates, p.dims, storage_type(p), 0);
   return p;
 }
 
 Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
                  const MfNetwork& network) {
-  Prepared p = prepare_call(templates, DataInfo::of(data), o, network);
+  Prepared p = prepare_call(templates, ArrayInfo::of(data), o, network);
   const Dims& d = p.dims;
   const DType want = storage_type(p);
 #if HALFSCOPE_WITH_CUDA

@@ -40,13 +40,14 @@ std::pair<std::int64_t, std::int64_t> grid(std::int64_t ranks, std::int64_t temp
 // Header of one part on its way to the root: its share (the rows and columns it fills).
 constexpr int kTagHeader = 0x6d660, kTagValues = 0x6d661;
 
-// The stack part of this rank for data read from `data` (not null once prepare_everywhere agreed:
-// the Array overload gives no source only for data it refuses).
-MfPart matched_filter_part(const Comm& comm, const Array& templates, const io::SampleSource* data,
-                           const mfilter::DataInfo& info, const MfOptions& options,
+// The stack part of this rank for templates and data read from the sources (not null once
+// prepare_everywhere agreed: the Array overload gives no source only for inputs it refuses).
+MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates,
+                           const io::SampleSource* data, const mfilter::ArrayInfo& tinfo,
+                           const mfilter::ArrayInfo& dinfo, const MfOptions& options,
                            const MfNetwork& network, const MfSplit& split) {
   const mfilter::Prepared p =
-      mf::prepare_everywhere(comm, templates, info, options, network, "mpi::matched_filter");
+      mf::prepare_everywhere(comm, tinfo, dinfo, options, network, "mpi::matched_filter");
   const mf::RankData rank_data = mf::data_factors(comm, *data, p);
   const int device = rank_device(comm);
   MfPart part;
@@ -56,10 +57,11 @@ MfPart matched_filter_part(const Comm& comm, const Array& templates, const io::S
                           mfilter::group_granule(p));
     mf::fault_hook(comm);
     const MfShare& s = part.share;
-    if (!s.empty())
-      part.values = mf::compute_block(mf::block_problem(p, rank_data, s.template_begin,
-                                                        s.template_end, s.time_begin, s.time_end),
-                                      device);
+    if (s.empty()) return;
+    const Array group = mf::group_templates(*templates, p, s.template_begin, s.template_end);
+    part.values = mf::compute_block(mf::block_problem(p, group, rank_data, s.template_begin,
+                                                      s.template_end, s.time_begin, s.time_end),
+                                    device);
   });
   return part;
 }
@@ -92,16 +94,19 @@ MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_cor
   return s;
 }
 
-MfPart matched_filter(const Comm& comm, const Array& templates, const io::SampleSource& data,
-                      const MfOptions& options, const MfNetwork& network, const MfSplit& split) {
-  return matched_filter_part(comm, templates, &data, mf::data_info(data), options, network, split);
+MfPart matched_filter(const Comm& comm, const io::TemplateSource& templates,
+                      const io::SampleSource& data, const MfOptions& options,
+                      const MfNetwork& network, const MfSplit& split) {
+  return matched_filter_part(comm, &templates, &data, mf::template_info(templates),
+                             mf::data_info(data), options, network, split);
 }
 
 MfPart matched_filter(const Comm& comm, const Array& templates, const Array& data,
                       const MfOptions& options, const MfNetwork& network, const MfSplit& split) {
-  const auto source = mf::host_samples(comm, data);
-  return matched_filter_part(comm, templates, source.get(), mfilter::DataInfo::of(data), options,
-                             network, split);
+  const auto bank = mf::host_templates(comm, templates);
+  const auto samples = mf::host_samples(comm, data);
+  return matched_filter_part(comm, bank.get(), samples.get(), mfilter::ArrayInfo::of(templates),
+                             mfilter::ArrayInfo::of(data), options, network, split);
 }
 
 Array gather_result(const Comm& comm, const MfPart& part, int root) {

@@ -76,18 +76,19 @@ std::vector<double> row_medians(const Comm& group, const float* block, std::int6
   return medians;
 }
 
-// Detection for data read from `data` (not null once prepare_everywhere agreed, as for the
-// stack in mfilter.cpp).
-std::vector<Detection> detect_over_ranks(const Comm& comm, const Array& templates,
+// Detection for templates and data read from the sources (not null once prepare_everywhere
+// agreed, as for the stack in mfilter.cpp).
+std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSource* templates,
                                          const io::SampleSource* data,
-                                         const mfilter::DataInfo& info, const MfOptions& options,
+                                         const mfilter::ArrayInfo& tinfo,
+                                         const mfilter::ArrayInfo& dinfo, const MfOptions& options,
                                          const MfNetwork& network, const DetectOptions& detect,
                                          const MfSplit& split, MfPart* stack) {
   MfOptions o = options;
   o.network_sum = true;  // detection runs on the network stack, as in one process
   agree(comm, [&] { mfilter::validate_detect_options(detect, o.step); });
   const mfilter::Prepared p =
-      mf::prepare_everywhere(comm, templates, info, o, network, "mpi::matched_filter_detect");
+      mf::prepare_everywhere(comm, tinfo, dinfo, o, network, "mpi::matched_filter_detect");
   const mf::RankData rank_data = mf::data_factors(comm, *data, p);
   const int device = rank_device(comm);
   const std::int64_t n = p.dims.n_corr, step = p.dims.step;
@@ -106,7 +107,9 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const Array& template
     if (s.empty()) return;
     c0 = std::max<std::int64_t>(0, s.time_begin - 1);
     c1 = std::min(n, s.time_end + 1);
-    problem = mf::block_problem(p, rank_data, s.template_begin, s.template_end, c0, c1);
+    problem =
+        mf::block_problem(p, mf::group_templates(*templates, p, s.template_begin, s.template_end),
+                          rank_data, s.template_begin, s.template_end, c0, c1);
     if (!device_search) {
       block = mf::compute_block(problem, device);
       return;
@@ -217,21 +220,22 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const Array& template
 
 }  // namespace
 
-std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
+std::vector<Detection> matched_filter_detect(const Comm& comm, const io::TemplateSource& templates,
                                              const io::SampleSource& data, const MfOptions& options,
                                              const MfNetwork& network, const DetectOptions& detect,
                                              const MfSplit& split, MfPart* stack) {
-  return detect_over_ranks(comm, templates, &data, mf::data_info(data), options, network, detect,
-                           split, stack);
+  return detect_over_ranks(comm, &templates, &data, mf::template_info(templates),
+                           mf::data_info(data), options, network, detect, split, stack);
 }
 
 std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
                                              const Array& data, const MfOptions& options,
                                              const MfNetwork& network, const DetectOptions& detect,
                                              const MfSplit& split, MfPart* stack) {
-  const auto source = mf::host_samples(comm, data);
-  return detect_over_ranks(comm, templates, source.get(), mfilter::DataInfo::of(data), options,
-                           network, detect, split, stack);
+  const auto bank = mf::host_templates(comm, templates);
+  const auto samples = mf::host_samples(comm, data);
+  return detect_over_ranks(comm, bank.get(), samples.get(), mfilter::ArrayInfo::of(templates),
+                           mfilter::ArrayInfo::of(data), options, network, detect, split, stack);
 }
 
 }  // namespace halfscope::mpi

@@ -25,8 +25,12 @@ std::string str(std::int64_t v) {
 
 }  // namespace
 
-mfilter::DataInfo data_info(const io::SampleSource& data) {
+mfilter::ArrayInfo data_info(const io::SampleSource& data) {
   return {data.shape(), data.dtype(), false, false, data.describe()};
+}
+
+mfilter::ArrayInfo template_info(const io::TemplateSource& templates) {
+  return {templates.shape(), templates.dtype(), false, false, templates.describe()};
 }
 
 std::unique_ptr<io::SampleSource> host_samples(const Comm& comm, const Array& data) {
@@ -41,8 +45,19 @@ std::unique_ptr<io::SampleSource> host_samples(const Comm& comm, const Array& da
   return source;
 }
 
-mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates,
-                                     const mfilter::DataInfo& data, const MfOptions& options,
+std::unique_ptr<io::TemplateSource> host_templates(const Comm& comm, const Array& templates) {
+  std::unique_ptr<io::TemplateSource> source;
+  agree(comm, [&] {
+    if (templates.on_device() || templates.empty() ||
+        (templates.ndim() != 2 && templates.ndim() != 3) || templates.size() == 0)
+      return;
+    source = io::array_templates(templates);
+  });
+  return source;
+}
+
+mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo& templates,
+                                     const mfilter::ArrayInfo& data, const MfOptions& options,
                                      const MfNetwork& network, const char* what) {
   mfilter::Prepared p;
   agree(comm, [&] {
@@ -51,9 +66,9 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates,
                          str(static_cast<std::int64_t>(options.devices.size())) +
                          " device(s): expected none over MPI ranks (each GPU rank uses one "
                          "device: its rank on the host modulo the host's devices)");
-    if (templates.on_device() || data.on_device)
+    if (templates.on_device || data.on_device)
       throw InvalidInput(std::string(what) + ": expected host templates and data on every rank, " +
-                         "found templates " + templates.describe() + ", data " + data.description);
+                         "found templates " + templates.description + ", data " + data.description);
     p = mfilter::prepare_call(templates, data, options, network);
   });
   // Every rank splits the call by its own shapes, so they must be the same everywhere: compare
@@ -91,8 +106,16 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates,
   return p;
 }
 
-mfilter::Prepared block_problem(const mfilter::Prepared& p, const RankData& data, std::int64_t t0,
-                                std::int64_t t1, std::int64_t c0, std::int64_t c1) {
+Array group_templates(const io::TemplateSource& templates, const mfilter::Prepared& p,
+                      std::int64_t t0, std::int64_t t1) {
+  // The source refuses a file's non-finite value with the file's name; values in memory reach
+  // prepare_template_rows, whose message is the one-process call's.
+  return mfilter::prepare_template_rows(p, templates.read(t0, t1), t0);
+}
+
+mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templates,
+                                const RankData& data, std::int64_t t0, std::int64_t t1,
+                                std::int64_t c0, std::int64_t c1) {
   const mfilter::Dims& d = p.dims;
   const std::int64_t C = d.channels, K = d.length, L = d.samples;
   mfilter::Prepared sub;
@@ -111,7 +134,11 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, const RankData& data
                       t0 % mfilter::kWgmmaGroupTemplates == 0;
   sub.wgmma_kp_floor = sub.wgmma_aligned ? mfilter::wgmma_row_length(p) : 0;
   // Templates are independent: a group is the rows of its templates (and of their network).
-  sub.templates = p.templates.slice(0, t0 * C * K, t1 * C * K);
+  if (templates.size() != (t1 - t0) * C * K)
+    throw Error("mpi::block_problem: " + str(templates.size()) +
+                " template values for templates [" + str(t0) + ", " + str(t1) + "): expected " +
+                str((t1 - t0) * C * K));
+  sub.templates = templates;
   const auto first = static_cast<std::ptrdiff_t>(t0 * C),
              last = static_cast<std::ptrdiff_t>(t1 * C);
   sub.moveouts.assign(p.moveouts.begin() + first, p.moveouts.begin() + last);

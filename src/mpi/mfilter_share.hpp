@@ -1,7 +1,7 @@
 // Internal: the pieces of matched filtering over MPI ranks that mfilter.cpp (the stack) and
-// mfilter_detect.cpp (detection) share: the agreed preparation, the whole call's data factors and
-// one rank's window of the data (mfilter_data.cpp), one rank's block computed by the one-process
-// path, and the fault-injection test hook.
+// mfilter_detect.cpp (detection) share: the agreed preparation, one rank's template group, the
+// whole call's data factors and one rank's window of the data (mfilter_data.cpp), one rank's
+// block computed by the one-process path, and the fault-injection test hook.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/mfilter.hpp"
@@ -20,21 +21,31 @@
 
 namespace halfscope::mpi::mf {
 
-/// How prepare_call sees data read from `data`.
-mfilter::DataInfo data_info(const io::SampleSource& data);
+/// How prepare_call sees data read from `data`, and templates read from `templates`.
+mfilter::ArrayInfo data_info(const io::SampleSource& data);
+mfilter::ArrayInfo template_info(const io::TemplateSource& templates);
 
-/// A source over host data in memory (io::array_samples; collective, agreed), or none for data
-/// that prepare_everywhere refuses (device data, a bad shape), whose message is then the
-/// one-process call's.
+/// Sources over host data and templates in memory (io::array_samples, io::array_templates;
+/// collective, agreed), or none for inputs that prepare_everywhere refuses (device arrays, bad
+/// shapes), whose message is then the one-process call's.
 std::unique_ptr<io::SampleSource> host_samples(const Comm& comm, const Array& data);
+std::unique_ptr<io::TemplateSource> host_templates(const Comm& comm, const Array& templates);
 
-/// mfilter::prepare_call on every rank inside `agree` (host templates, options.devices empty:
-/// InvalidInput naming `what`), then a check that every rank prepared the same call (shapes,
-/// step, normalization, stack or per channel, method, precision): InvalidInput on every rank
-/// otherwise, naming the smallest and largest values the ranks hold. The data are not read.
-mfilter::Prepared prepare_everywhere(const Comm& comm, const Array& templates,
-                                     const mfilter::DataInfo& data, const MfOptions& options,
+/// mfilter::prepare_call from the inputs' shapes on every rank inside `agree` (host templates
+/// and data, options.devices empty: InvalidInput naming `what`), then a check that every rank
+/// prepared the same call (shapes, step, normalization, stack or per channel, method,
+/// precision): InvalidInput on every rank otherwise, naming the smallest and largest values the
+/// ranks hold. Neither the templates nor the data are read: p.templates and p.data stay empty.
+mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo& templates,
+                                     const mfilter::ArrayInfo& data, const MfOptions& options,
                                      const MfNetwork& network, const char* what);
+
+/// Templates [t0, t1) read from `templates` and prepared for the call (mfilter::
+/// prepare_template_rows): what the one-process call's p.templates holds for them, bit for bit.
+/// A non-finite value is InvalidInput naming the file (when the source has one) and its
+/// template's index in the whole bank.
+Array group_templates(const io::TemplateSource& templates, const mfilter::Prepared& p,
+                      std::int64_t t0, std::int64_t t1);
 
 /// What a rank knows of the call's data: where to read them and the whole channels' factors.
 struct RankData {
@@ -55,13 +66,15 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
 /// float64): those elements of the one-process prepared data, bit for bit.
 Array prepared_window(const RankData& data, std::int64_t a, std::int64_t b, DType want);
 
-/// The prepared call restricted to templates [t0, t1) x correlation times [c0, c1), its data a
-/// window of the data holding every one of its windows that lies inside the data, read from
-/// `data` and converted with the whole call's factors. The window starts on a multiple of
-/// mfilter::kRecomputeEvery samples (where the FP64 running window energies restart), so every
-/// CPU element of the block equals the whole call's.
-mfilter::Prepared block_problem(const mfilter::Prepared& p, const RankData& data, std::int64_t t0,
-                                std::int64_t t1, std::int64_t c0, std::int64_t c1);
+/// The prepared call restricted to templates [t0, t1) x correlation times [c0, c1): its
+/// templates `templates` (group_templates' for [t0, t1)), its data a window of the data holding
+/// every one of its windows that lies inside the data, read from `data` and converted with the
+/// whole call's factors. The window starts on a multiple of mfilter::kRecomputeEvery samples
+/// (where the FP64 running window energies restart), so every CPU element of the block equals
+/// the whole call's.
+mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templates,
+                                const RankData& data, std::int64_t t0, std::int64_t t1,
+                                std::int64_t c0, std::int64_t c1);
 
 /// A block's part of the result, float32 on the host, shaped like the call's result ((rows,
 /// cols) or (rows, C, cols)), computed by the one-process path (run_cpu; on the GPU

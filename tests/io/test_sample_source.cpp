@@ -8,15 +8,17 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
-#include "test_support.hpp"
+#include "io_test_support.hpp"
 
 namespace halfscope {
 namespace {
 
 namespace fs = std::filesystem;
+using test::message_of;
+using test::same_bytes;
 
 fs::path fixture(const std::string& name) {
-  return test::source_dir() / "tests" / "data" / "numpy" / name;
+  return test::numpy_fixture(name);
 }
 
 // Samples [a, b) of every channel of `whole` ((C, L) or (L)) as SampleSource::read gives them.
@@ -26,16 +28,6 @@ Array expected_window(const Array& whole, std::int64_t a, std::int64_t b) {
   const Array w = rows.slice(1, a, b).contiguous();
   const bool kept = w.dtype() == DType::f32 || w.dtype() == DType::f64;
   return kept ? w : w.astype(DType::f64);
-}
-
-::testing::AssertionResult same_bytes(const Array& expected, const Array& got) {
-  if (expected.shape() != got.shape() || expected.dtype() != got.dtype())
-    return ::testing::AssertionFailure()
-           << "expected " << expected.describe() << ", got " << got.describe();
-  if (expected.nbytes() > 0 &&
-      std::memcmp(expected.data(), got.data(), static_cast<std::size_t>(expected.nbytes())) != 0)
-    return ::testing::AssertionFailure() << "values differ in " << expected.describe();
-  return ::testing::AssertionSuccess();
 }
 
 void expect_every_window(const io::SampleSource& source, const Array& whole) {
@@ -94,17 +86,6 @@ TEST(ArraySamples, WindowsOfArraysInMemory) {
   EXPECT_EQ(one->shape(), (Shape{1, 120}));
   EXPECT_EQ(one->dtype(), DType::f64);
   expect_every_window(*one, ints);
-}
-
-// The message of `call`'s exception E, or "" when it throws nothing.
-template <class E, class F>
-std::string message_of(F&& call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(NpySamples, RefusalsNameTheFile) {

@@ -1,9 +1,11 @@
-// Matched filtering over MPI ranks that read the data by windows (io::SampleSource): over a day
-// long enough that every rank scans sum blocks of its own (mfilter::kSumBlock), the gathered
-// stack and the detections (channels used included) equal the one-process CPU call's bit for
-// bit, for data in memory and in .npy files (float32, float64 with a large offset that full
-// normalization removes, float64 beyond 2^960 that is scaled before its sum); a non-finite sample
-// is every rank's error naming the file, the channel and the sample.
+// Matched filtering over MPI ranks that read the data by windows (io::SampleSource) and the
+// templates by groups (io::TemplateSource): over a day long enough that every rank scans sum
+// blocks of its own (mfilter::kSumBlock), the gathered stack and the detections (channels used
+// included) equal the one-process CPU call's bit for bit, for data in memory and in .npy files
+// (float32, float64 with a large offset that full normalization removes, float64 beyond 2^960
+// that is scaled before its sum); so do they for banks of templates in .npy files (float32 in C
+// order, float64 in Fortran order) read group by group; a non-finite sample or template value is
+// every rank's error naming the file and where the value lies.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/mfilter.hpp"
 #include "mfilter/data_factors.hpp"
@@ -57,6 +60,19 @@ class SharedDir {
   std::string path_;
 };
 
+// The message of the InvalidInput that `call` throws on this rank: an agreed failure.
+template <class F>
+std::string agreed_message(const Comm& world, F&& call) {
+  try {
+    call();
+  } catch (const InvalidInput& e) {
+    EXPECT_TRUE(failure_was_agreed(e.what())) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error on rank " << world.rank();
+  return "";
+}
+
 struct DataCase {
   const char* what;
   DType dtype;
@@ -90,8 +106,9 @@ TEST(MpiMfilterWindows, StackAndDetectionsEqualOneProcessBitForBit) {
       o.normalize = normalize;
       const Array whole_array =
           gather_result(world, matched_filter(world, in.templates, data, o, in.network), 0);
-      const Array whole_file =
-          gather_result(world, matched_filter(world, in.templates, *from_file, o, in.network), 0);
+      const Array whole_file = gather_result(
+          world,
+          matched_filter(world, *io::array_templates(in.templates), *from_file, o, in.network), 0);
       if (world.rank() == 0) {
         const Array one = halfscope::matched_filter(in.templates, data, o, in.network);
         EXPECT_TRUE(bit_identical(one, whole_array));
@@ -102,9 +119,9 @@ TEST(MpiMfilterWindows, StackAndDetectionsEqualOneProcessBitForBit) {
       const auto expected =
           halfscope::matched_filter_detect(in.templates, data, o, in.network, detect);
       EXPECT_GE(expected.size(), 2u);  // not empty: the comparison means something
-      EXPECT_TRUE(
-          same_detections(expected, matched_filter_detect(world, in.templates, *from_file, o,
-                                                          in.network, detect, {world.size()})));
+      EXPECT_TRUE(same_detections(
+          expected, matched_filter_detect(world, *io::array_templates(in.templates), *from_file, o,
+                                          in.network, detect, {world.size()})));
     }
   }
 }
@@ -122,18 +139,10 @@ TEST(MpiMfilterWindows, NonFiniteSampleIsEveryRanksErrorNamingTheFile) {
   MfOptions o;
   o.device = DeviceKind::Cpu;
   o.normalize = MfNormalize::Full;
-  const auto message = [&](auto&& call) {
-    try {
-      call();
-    } catch (const InvalidInput& e) {
-      EXPECT_TRUE(failure_was_agreed(e.what())) << e.what();
-      return std::string(e.what());
-    }
-    ADD_FAILURE() << "no error on rank " << world.rank();
-    return std::string();
-  };
+  const auto message = [&](auto&& call) { return agreed_message(world, call); };
   const auto source = io::npy_samples(file);
-  EXPECT_EQ(message([&] { (void)matched_filter(world, in.templates, *source, o, in.network); }),
+  const auto bank = io::array_templates(in.templates);
+  EXPECT_EQ(message([&] { (void)matched_filter(world, *bank, *source, o, in.network); }),
             "MPI rank 0: " + file.string() +
                 ": channel 0, sample 3 is infinite: expected finite "
                 "data");
@@ -154,6 +163,105 @@ TEST(MpiMfilterWindows, NonFiniteSampleIsEveryRanksErrorNamingTheFile) {
   for (const std::int64_t i : {std::int64_t{3}, kSamples + kSamples - 5, kSamples + 9})
     data.data_as<float>()[i] = 0.0f;
   EXPECT_NO_THROW((void)matched_filter(world, in.templates, data, o, in.network));
+}
+
+// A bank of 70 templates (five groups of 16 but the last): 1, 2 or 4 template groups over the
+// ranks, each rank reading only its group's templates from the file.
+constexpr std::int64_t kBankTemplates = 70, kBankSamples = 6000;
+
+// `a` ((T, C, K)) as a Fortran-order array of the same values.
+Array fortran_copy(const Array& a) {
+  const Array c = a.contiguous();
+  auto buffer = Buffer::allocate(c.nbytes(), Memory::host);
+  Array f(buffer, c.dtype(), c.shape(), f_strides(c.shape()));
+  const std::int64_t T = c.dim(0), C = c.dim(1), K = c.dim(2);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t ch = 0; ch < C; ++ch)
+      for (std::int64_t k = 0; k < K; ++k)
+        f.data_as<double>()[t + T * (ch + C * k)] = c.data_as<double>()[(t * C + ch) * K + k];
+  return f;
+}
+
+TEST(MpiMfilterWindows, TemplatesReadByGroupsEqualOneProcessBitForBit) {
+  const Comm world = Comm::world();
+  const SharedDir dir(world);
+  // Events of templates in the first, second and last groups of four ranks.
+  std::vector<std::vector<std::int64_t>> plants(66);
+  plants[0] = {700};
+  plants[1] = {2500};
+  plants[40] = {4000};
+  plants[65] = {5100};
+  const auto in = make_inputs(kBankTemplates, kChannels, kLength, kBankSamples, 8, plants);
+  const auto samples = io::array_samples(in.data);
+  struct BankCase {
+    const char* what;
+    Array templates;  // as one process reads the file
+    Array written;
+  };
+  const Array f32 = in.templates.astype(DType::f32);
+  for (const BankCase& bc :
+       {BankCase{"float32", f32, f32},
+        BankCase{"float64 Fortran order", in.templates, fortran_copy(in.templates)}}) {
+    SCOPED_TRACE(bc.what);
+    const auto bank = io::npy_templates(dir.write(std::string(bc.what) + ".npy", bc.written));
+    for (const Precision precision : {Precision::Double, Precision::Single, Precision::Split}) {
+      SCOPED_TRACE(precision_name(precision));
+      MfOptions o;
+      o.device = DeviceKind::Cpu;
+      o.precision = precision;
+      const MfPart part = matched_filter(world, *bank, *samples, o, in.network);
+      EXPECT_EQ(part.share.template_groups, std::min<std::int64_t>(world.size(), 5));
+      const Array whole = gather_result(world, part, 0);
+      if (world.rank() == 0) {
+        EXPECT_TRUE(
+            bit_identical(halfscope::matched_filter(bc.templates, in.data, o, in.network), whole));
+      }
+      const DetectOptions detect{7.0, ThresholdType::Mad, 100};
+      const auto expected =
+          halfscope::matched_filter_detect(bc.templates, in.data, o, in.network, detect);
+      EXPECT_GE(expected.size(), 4u);  // the planted templates: the comparison means something
+      EXPECT_TRUE(same_detections(
+          expected, matched_filter_detect(world, *bank, *samples, o, in.network, detect)));
+    }
+  }
+}
+
+TEST(MpiMfilterWindows, NonFiniteTemplateIsEveryRanksErrorFromItsGroupsRank) {
+  const Comm world = Comm::world();
+  const SharedDir dir(world);
+  const auto in = make_inputs(kBankTemplates, kChannels, kLength, kBankSamples, 8);
+  Array bad = in.templates.clone();
+  bad.data_as<double>()[(37 * kChannels + 1) * kLength + 5] = std::nan("");
+  bad.data_as<double>()[(60 * kChannels + 0) * kLength + 2] = HUGE_VAL;
+  const std::filesystem::path file = dir.write("bad.npy", bad);
+  MfOptions o;
+  o.device = DeviceKind::Cpu;
+  // The rank reporting it: the lowest one whose template group holds template 37.
+  const std::int64_t n_corr = mf_correlation_count(kBankSamples, kLength, 1);
+  int owner = 0;
+  while (mf_share(owner, world.size(), kBankTemplates, n_corr).template_end <= 37) ++owner;
+  const auto message = [&](auto&& call) { return agreed_message(world, call); };
+  const auto samples = io::array_samples(in.data);
+  EXPECT_EQ(message([&] {
+              (void)matched_filter(world, *io::npy_templates(file), *samples, o, in.network);
+            }),
+            "MPI rank " + std::to_string(owner) + ": " + file.string() +
+                ": template 37, channel 1, sample 5 is nan: expected a finite value");
+  // Templates in memory: the one-process call's message, from the same rank.
+  std::string one;
+  try {
+    (void)halfscope::matched_filter(bad, in.data, o, in.network);
+  } catch (const InvalidInput& e) {
+    one = e.what();
+  }
+  EXPECT_EQ(one,
+            "matched_filter: templates: NaN (nan) at template 37, channel 1, sample 5; expected "
+            "finite values");
+  EXPECT_EQ(
+      message([&] { (void)matched_filter_detect(world, bad, in.data, o, in.network, {8.0}); }),
+      "MPI rank " + std::to_string(owner) + ": " + one);
+  // Every rank is still in step.
+  EXPECT_NO_THROW((void)matched_filter(world, in.templates, in.data, o, in.network));
 }
 
 }  // namespace

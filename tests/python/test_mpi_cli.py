@@ -207,3 +207,56 @@ def test_ranks_name_a_non_finite_sample_of_the_file_once(long_day):
     one = run(["mfilter", d / "templates.npy", d / "nan.npy", "--device", "cpu", "-o", out])
     assert one.returncode == 2
     assert f"{d / 'nan.npy'}: channel 1, sample 290000 is infinite: expected finite data" in one.stderr
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    """A bank of 70 templates (five tiles of 16: 4 template groups on 4 ranks, each rank reading
+    only its group from the file), float32 in Fortran order, events of templates in the first,
+    second and last groups."""
+    d = tmp_path_factory.mktemp("mpi_bank")
+    rng = np.random.default_rng(13)
+    T, C, K, L = 70, 2, 24, 5000
+    data = rng.standard_normal((C, L))
+    templates = rng.standard_normal((T, C, K)).astype(np.float32)
+    for t, at in ((0, 700), (20, 2500), (69, 4100)):
+        data[:, at:at + K] += 4 * templates[t]
+    np.save(d / "bank.npy", np.asfortranarray(templates))
+    np.save(d / "data.npy", data)
+    return d
+
+
+def test_ranks_reading_the_templates_by_groups_equal_the_plain_cli(bank):
+    d = bank
+    args = ["mfilter", d / "bank.npy", d / "data.npy", "--device", "cpu", "--precision", "split",
+            "--detect", "--threshold", "8", "--min-separation", "100"]
+    plain = run([*args, "-o", d / "plain.npy", "--detections", d / "plain.csv"])
+    assert plain.returncode == 0, plain.stderr
+    csv = (d / "plain.csv").read_bytes()
+    assert csv.count(b"\n") >= 4, csv  # the three planted events
+    for ranks in (2, 4):
+        out, found = d / f"mpi{ranks}.npy", d / f"mpi{ranks}.csv"
+        r = run([*args, "-o", out, "--detections", found], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / "plain.npy").read_bytes()
+        assert found.read_bytes() == csv
+
+
+def test_ranks_name_a_non_finite_template_value_of_the_file_once(bank):
+    d = bank
+    templates = np.load(d / "bank.npy")
+    templates[37, 1, 5] = np.nan
+    templates[60, 0, 2] = np.inf
+    np.save(d / "bad_bank.npy", templates)
+    out = d / "never.npy"
+    r = run(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o", out],
+            ranks=4)
+    assert r.returncode == 2, r.stderr
+    # Template 37 lies in the second group of four ([32, 48)): rank 1 reads it.
+    want = f"MPI rank 1: {d / 'bad_bank.npy'}: template 37, channel 1, sample 5 is nan: " \
+        "expected a finite value"
+    assert r.stderr.count(want) == 1, r.stderr
+    assert not out.exists()
+    one = run(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o", out])
+    assert one.returncode == 2
+    assert want.removeprefix("MPI rank 1: ") in one.stderr

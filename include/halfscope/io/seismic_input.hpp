@@ -59,14 +59,14 @@ SeismicData read_seismic_data(const std::string& spec);
 
 /// Templates with the network parameters that come with them.
 struct SeismicTemplates {
-  Array templates;                  // (T, C, K)
+  Array templates;                  // (T, C, K) float32 or float64
   Array moveouts;                   // (T, C) int64, or empty when the source has none (.npy)
   Array weights;                    // (T, C) float64, or empty when the source has none (.npy)
   std::vector<std::string> labels;  // one per template: "0", "1", ... for .npy, else the CSV label
 };
 
-/// Reads a .npy of shape (T, C, K) or (T, K) (the latter becomes (T, 1, K)) with any real dtype,
-/// as float64. Throws InvalidInput naming the file when the rank or dtype is wrong, an extent is
+/// Reads a .npy of shape (T, C, K) or (T, K) (the latter becomes (T, 1, K)) with any real dtype:
+/// float32 and float64 as stored, the other types as float64. Throws InvalidInput naming the file when the rank or dtype is wrong, an extent is
 /// zero, or a value is not finite.
 SeismicTemplates read_template_array(const std::filesystem::path& path);
 

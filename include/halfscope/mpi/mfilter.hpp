@@ -5,12 +5,12 @@
 //   const Array whole = mpi::gather_result(comm, part, 0);  // on rank 0
 //
 // Every rank passes the same inputs (a rank whose shapes differ makes every rank throw
-// InvalidInput): host arrays, or an io::SampleSource such as a .npy file that each rank reads only
-// in part. The work is a grid of template groups x correlation-time parts: templates in
-// contiguous groups of multiples of 16 (the one-GPU tensor kernel's tile, as the devices of one
-// host get them; 64 where a GPU call runs the wgmma network kernel), correlation times in
-// contiguous parts when the templates are too few for the ranks (or on request). A time part
-// computes its windows from a slice of the prepared data that starts on a restart of the FP64
+// InvalidInput): host arrays, or sources (io::TemplateSource, io::SampleSource) such as .npy files
+// that each rank reads only in part. The work is a grid of template groups x correlation-time
+// parts: templates in contiguous groups of multiples of 16 (the one-GPU tensor kernel's tile, as
+// the devices of one host get them; 64 where a GPU call runs the wgmma network kernel), correlation
+// times in contiguous parts when the templates are too few for the ranks (or on request). A time
+// part computes its windows from a slice of the prepared data that starts on a restart of the FP64
 // running window energies, so on the CPU every element equals the one-process call bit for bit in
 // double, single, mixed, split and bf16 (half normalizes by the maxima of its block's templates and
 // data, not the whole call's, so its parts differ within half's rounding). Errors are agreed: a
@@ -25,6 +25,7 @@
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/npy_write.hpp"
@@ -72,18 +73,19 @@ struct MfPart {
 };
 
 /// matched_filter (halfscope/mfilter.hpp) over the ranks of `comm` (collective): this rank's
-/// part. Each rank reads from `data` only a 1/N share of every channel (for the whole-channel
-/// facts: finiteness, range and, in full normalization, the FP64 mean, combined exactly over the
-/// ranks) and the window of samples its part needs: with io::npy_samples no rank holds the whole
-/// day. options.devices must be empty: a GPU rank uses the device (node-local rank) modulo
-/// (devices of its host). The test hook HALFSCOPE_FAULT_RANK (docs/scaling.md) makes a rank fail
-/// in its computation.
-MfPart matched_filter(const Comm& comm, const Array& templates, const io::SampleSource& data,
-                      const MfOptions& options = {}, const MfNetwork& network = {},
-                      const MfSplit& split = {});
+/// part. Each rank reads from `templates` only its template group, and from `data` only a 1/N
+/// share of every channel (for the whole-channel facts: finiteness, range and, in full
+/// normalization, the FP64 mean, combined exactly over the ranks) and the window of samples its
+/// part needs: with io::npy_templates and io::npy_samples no rank holds the whole bank or the
+/// whole day (the network, moveouts and weights, is held whole by every rank). options.devices
+/// must be empty: a GPU rank uses the device (node-local rank) modulo (devices of its host). The
+/// test hook HALFSCOPE_FAULT_RANK (docs/scaling.md) makes a rank fail in its computation.
+MfPart matched_filter(const Comm& comm, const io::TemplateSource& templates,
+                      const io::SampleSource& data, const MfOptions& options = {},
+                      const MfNetwork& network = {}, const MfSplit& split = {});
 
-/// The same with the data in host memory on every rank (each rank still converts only its
-/// window and its share of the facts).
+/// The same with the templates and data in host memory on every rank (each rank still prepares
+/// only its templates and converts only its window and its share of the facts).
 MfPart matched_filter(const Comm& comm, const Array& templates, const Array& data,
                       const MfOptions& options = {}, const MfNetwork& network = {},
                       const MfSplit& split = {});
@@ -109,14 +111,14 @@ NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::files
 /// `stack`, when not null, receives this rank's part of the network stack. A GPU rank searches
 /// an absolute threshold on its device, time chunk by time chunk, when `stack` is null (no stack
 /// part comes to the host); otherwise it computes its part on the device and searches it on the
-/// host. Data are read as matched_filter reads them; each rank counts the channels used by the
-/// detections of its part from its own window.
-std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
+/// host. Templates and data are read as matched_filter reads them; each rank counts the channels
+/// used by the detections of its part from its own window.
+std::vector<Detection> matched_filter_detect(const Comm& comm, const io::TemplateSource& templates,
                                              const io::SampleSource& data, const MfOptions& options,
                                              const MfNetwork& network, const DetectOptions& detect,
                                              const MfSplit& split = {}, MfPart* stack = nullptr);
 
-/// The same with the data in host memory on every rank.
+/// The same with the templates and data in host memory on every rank.
 std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,
                                              const Array& data, const MfOptions& options,
                                              const MfNetwork& network, const DetectOptions& detect,

@@ -1,0 +1,148 @@
+// Templates read by ranges of templates (halfscope/io/template_source.hpp): a host array in
+// memory, or a .npy file read group by group.
+#include "halfscope/io/template_source.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/npy.hpp"
+#include "io/npy_detail.hpp"
+
+namespace halfscope::io {
+
+namespace {
+
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
+
+void check_range(const TemplateSource& s, std::int64_t begin, std::int64_t end) {
+  const std::int64_t T = s.shape()[0];
+  if (begin < 0 || begin > end || end > T)
+    throw InvalidInput((s.name().empty() ? std::string("templates") : s.name()) + ": templates [" +
+                       str(begin) + ", " + str(end) + "): expected a range inside [0, " + str(T) +
+                       ")");
+}
+
+class ArrayTemplates final : public TemplateSource {
+ public:
+  explicit ArrayTemplates(const Array& templates) : templates_(templates) {
+    if (templates.on_device())
+      throw InvalidInput("array_templates: expected host templates, found " + templates.describe());
+    shape_ = template_array_shape("templates", templates.shape(), templates.dtype());
+  }
+  [[nodiscard]] Shape shape() const override { return shape_; }
+  [[nodiscard]] DType dtype() const override {
+    return detail::source_read_type(templates_.dtype());
+  }
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    check_range(*this, begin, end);
+    Array rows = templates_.slice(0, begin, end).contiguous();
+    rows = rows.reshape({end - begin, shape_[1], shape_[2]});
+    return rows.dtype() == dtype() ? rows : rows.astype(dtype());
+  }
+  [[nodiscard]] std::string name() const override { return {}; }
+  [[nodiscard]] std::string describe() const override { return templates_.describe(); }
+
+ private:
+  Array templates_;
+  Shape shape_;
+};
+
+class NpyTemplates final : public TemplateSource {
+ public:
+  explicit NpyTemplates(const std::filesystem::path& path)
+      : file_(path),
+        shape_(template_array_shape(file_.name(), file_.header().shape, file_.header().dtype)) {}
+  [[nodiscard]] Shape shape() const override { return shape_; }
+  [[nodiscard]] DType dtype() const override {
+    return detail::source_read_type(file_.header().dtype);
+  }
+  [[nodiscard]] std::string name() const override { return file_.name(); }
+  [[nodiscard]] std::string describe() const override {
+    const NpyHeader& h = file_.header();
+    return file_.name() + " (" + std::string(dtype_name(h.dtype)) + shape_to_string(h.shape) + ")";
+  }
+
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    check_range(*this, begin, end);
+    const NpyHeader& h = file_.header();
+    const std::int64_t T = shape_[0], row = shape_[1] * shape_[2], n = end - begin;
+    const std::int64_t es = dtype_size(h.dtype);
+    Array raw(h.dtype, {n, shape_[1], shape_[2]});
+    auto* bytes = static_cast<std::byte*>(raw.data());
+    if (n > 0 && h.fortran_order && T > 1) {
+      // Template t of channel c, sample k lies at t + T * (c + C * k): the n templates of one
+      // (c, k) are a run, whose elements land `row` apart in the C-order result.
+      const std::int64_t C = shape_[1], K = shape_[2];
+      std::vector<std::byte> run(static_cast<std::size_t>(n * es));
+      for (std::int64_t k = 0; k < K; ++k)
+        for (std::int64_t c = 0; c < C; ++c) {
+          file_.read(run.data(), n * es, ((c + C * k) * T + begin) * es);
+          for (std::int64_t t = 0; t < n; ++t)
+            std::copy_n(run.data() + t * es, es, bytes + (t * row + c * K + k) * es);
+        }
+    } else if (n > 0) {
+      file_.read(bytes, n * row * es, begin * row * es);
+    }
+    detail::to_native_order(h, bytes, n * row);
+    Array out = raw.dtype() == dtype() ? raw : raw.astype(dtype());
+    check_finite_templates(file_.name(), out, begin);
+    return out;
+  }
+
+ private:
+  detail::NpyPartReader file_;
+  Shape shape_;
+};
+
+template <class V>
+std::int64_t first_nonfinite(const V* v, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return i;
+  return n;
+}
+
+}  // namespace
+
+Shape template_array_shape(const std::string& name, const Shape& shape, DType dtype) {
+  if (!dtype_is_float(dtype) && !dtype_is_signed_int(dtype) && dtype != DType::u8 &&
+      dtype != DType::u16 && dtype != DType::u32)
+    throw InvalidInput(name + ": templates of dtype " + std::string(dtype_name(dtype)) +
+                       ": expected a real dtype");
+  const Shape s = shape.size() == 2 ? Shape{shape[0], 1, shape[1]} : shape;
+  if (s.size() != 3 || s[0] == 0 || s[1] == 0 || s[2] == 0)
+    throw InvalidInput(name + ": templates have shape " + shape_to_string(shape) +
+                       ": expected (T, C, K) or (T, K) with every extent >= 1");
+  return s;
+}
+
+void check_finite_templates(const std::string& name, const Array& templates, std::int64_t first) {
+  const std::int64_t n = templates.size();
+  double value = 0;
+  std::int64_t i = n;
+  if (templates.dtype() == DType::f32) {
+    i = first_nonfinite(templates.data_as<float>(), n);
+    if (i < n) value = templates.data_as<float>()[i];
+  } else {
+    i = first_nonfinite(templates.data_as<double>(), n);
+    if (i < n) value = templates.data_as<double>()[i];
+  }
+  if (i == n) return;
+  const std::int64_t k = templates.dim(2), c = templates.dim(1);
+  throw InvalidInput(name + ": template " + str(first + i / (c * k)) + ", channel " +
+                     str(i / k % c) + ", sample " + str(i % k) + " is " + std::to_string(value) +
+                     ": expected a finite value");
+}
+
+std::unique_ptr<TemplateSource> array_templates(const Array& templates) {
+  return std::make_unique<ArrayTemplates>(templates);
+}
+
+std::unique_ptr<TemplateSource> npy_templates(const std::filesystem::path& path) {
+  return std::make_unique<NpyTemplates>(path);
+}
+
+}  // namespace halfscope::io

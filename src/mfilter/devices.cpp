@@ -230,8 +230,9 @@ class ResidentData {
       std::size_t free = 0, total = 0;
       HS_CUDA_CHECK(cudaSetDevice(device));
       HS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-      // A quarter of the free memory stays for the backends' scratch and other users.
-      fits = fits && bytes <= static_cast<std::int64_t>(free) / 4 * 3;
+      // A quarter of the free memory stays for the backends' scratch and other users; processes
+      // sharing the device (Prepared::device_share) each count on their share of the rest.
+      fits = fits && bytes <= static_cast<std::int64_t>(free) / 4 * 3 / std::max(1, p.device_share);
     }
     if (!fits || chunks_forced_for_testing()) return;
     for (const auto& [device, bytes] : need) devices_.push_back(device);

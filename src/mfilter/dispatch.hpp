@@ -60,6 +60,10 @@ struct Prepared {
   /// the whole call): it sizes the shared memory, so every group falls back to the other kernel
   /// exactly when the whole call does (0: the group's own).
   std::int64_t wgmma_kp_floor = 0;
+  /// The processes that share this call's GPU (MPI ranks on one device, mpi::device_sharers):
+  /// each sizes its time chunks and its data placement from this share of the free device memory
+  /// it sees, so that ranks planning at once cannot together ask for more than the device has.
+  int device_share = 1;
 };
 
 /// Validates and converts (every message names the argument, what was expected and found).

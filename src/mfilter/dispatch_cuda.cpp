@@ -89,17 +89,21 @@ std::int64_t bytes_per_correlation(const Prepared& p) {
 }
 
 // Correlation times per chunk: a third of the free device memory (the rest stays for the
-// backend's scratch, the pool's fragmentation and other work on the device), at least one.
-// A shortage is a runtime condition of this device (exit 1), not bad input.
+// backend's scratch, the pool's fragmentation and other work on the device), divided among the
+// processes sharing the device (Prepared::device_share), at least one. A shortage is a runtime
+// condition of this device (exit 1), not bad input.
 std::int64_t chunk_correlations(const Prepared& p, std::int64_t fixed_bytes, std::int64_t spread) {
   if (const std::int64_t forced = g_chunk_override.load(); forced > 0) return forced;
   std::size_t free_bytes = 0, total_bytes = 0;
   HS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const std::int64_t budget = static_cast<std::int64_t>(free_bytes / 3) - fixed_bytes;
+  const auto share = static_cast<std::size_t>(std::max(1, p.device_share));
+  const std::int64_t budget = static_cast<std::int64_t>(free_bytes / 3 / share) - fixed_bytes;
   const std::int64_t per = bytes_per_correlation(p);
   if (budget < per)
     throw CudaError("matched_filter: " + std::to_string(free_bytes >> 20) +
-                    " MiB of free device memory (a third of it usable) cannot hold the templates, "
+                    " MiB of free device memory (a third of it usable" +
+                    (share > 1 ? ", shared by " + std::to_string(share) + " processes" : "") +
+                    ") cannot hold the templates, "
                     "one correlation time and the " +
                     std::to_string(p.dims.length + spread) +
                     " samples (K = " + std::to_string(p.dims.length) + " plus the moveout spread " +

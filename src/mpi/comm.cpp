@@ -281,16 +281,35 @@ void abort_job(const std::string& message, int status) noexcept {
   std::_Exit(status);
 }
 
-int rank_device(const Comm& comm) {
+namespace {
+
+// This rank's rank among the ranks of its host, and their count.
+std::pair<int, int> host_rank(const Comm& comm) {
   MPI_Comm host = MPI_COMM_NULL;
   if (MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &host) !=
       MPI_SUCCESS)
     throw Error("MPI_Comm_split_type failed: cannot tell the ranks of this host apart");
-  int local = 0;
+  int local = 0, size = 1;
   MPI_Comm_rank(host, &local);
+  MPI_Comm_size(host, &size);
   MPI_Comm_free(&host);
+  return {local, size};
+}
+
+}  // namespace
+
+int rank_device(const Comm& comm) {
+  const int local = host_rank(comm).first;
   const auto devices = static_cast<int>(query_devices().devices.size());
   return devices > 0 ? local % devices : -1;
+}
+
+int device_sharers(const Comm& comm) {
+  const auto [local, size] = host_rank(comm);
+  const auto devices = static_cast<int>(query_devices().devices.size());
+  if (devices == 0) return 1;
+  const int device = local % devices;
+  return (size - device + devices - 1) / devices;
 }
 
 }  // namespace halfscope::mpi

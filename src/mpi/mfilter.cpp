@@ -49,7 +49,7 @@ MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates
   const mfilter::Prepared p =
       mf::prepare_everywhere(comm, tinfo, dinfo, options, network, "mpi::matched_filter");
   const mf::RankData rank_data = mf::data_factors(comm, *data, p);
-  const int device = rank_device(comm);
+  const int device = rank_device(comm), sharers = device_sharers(comm);
   MfPart part;
   part.full_shape = p.out_shape;
   agree(comm, [&] {
@@ -58,10 +58,11 @@ MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates
     mf::fault_hook(comm);
     const MfShare& s = part.share;
     if (s.empty()) return;
-    const Array group = mf::group_templates(*templates, p, s.template_begin, s.template_end);
-    part.values = mf::compute_block(mf::block_problem(p, group, rank_data, s.template_begin,
-                                                      s.template_end, s.time_begin, s.time_end),
-                                    device);
+    mfilter::Prepared block =
+        mf::block_problem(p, mf::group_templates(*templates, p, s.template_begin, s.template_end),
+                          rank_data, s.template_begin, s.template_end, s.time_begin, s.time_end);
+    block.device_share = sharers;
+    part.values = mf::compute_block(block, device);
   });
   return part;
 }

@@ -90,7 +90,7 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSou
   const mfilter::Prepared p =
       mf::prepare_everywhere(comm, tinfo, dinfo, o, network, "mpi::matched_filter_detect");
   const mf::RankData rank_data = mf::data_factors(comm, *data, p);
-  const int device = rank_device(comm);
+  const int device = rank_device(comm), sharers = device_sharers(comm);
   const std::int64_t n = p.dims.n_corr, step = p.dims.step;
   // A GPU rank searches an absolute threshold on its device, chunk by chunk, when no caller wants
   // the stack part: a day's block of the network case is gigabytes that need not reach the host.
@@ -110,6 +110,7 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSou
     problem =
         mf::block_problem(p, mf::group_templates(*templates, p, s.template_begin, s.template_end),
                           rank_data, s.template_begin, s.template_end, c0, c1);
+    problem.device_share = sharers;
     if (!device_search) {
       block = mf::compute_block(problem, device);
       return;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,17 @@ TEST(MpiComm, BroadcastAndGatherKeepEveryByte) {
   } else {
     EXPECT_TRUE(all.empty());
   }
+}
+
+TEST(MpiComm, DeviceSharersCountTheRanksUsingEachDevice) {
+  // The tests run every rank on one host: count the ranks that chose each device.
+  const Comm world = Comm::world();
+  const int device = rank_device(world);
+  std::vector<std::int64_t> users(64, 0);
+  if (device >= 0) users.at(static_cast<std::size_t>(device)) = 1;
+  world.sum(std::span<std::int64_t>(users));
+  EXPECT_EQ(device_sharers(world),
+            device >= 0 ? users[static_cast<std::size_t>(device)] : std::int64_t{1});
 }
 
 TEST(MpiComm, SplitGroupsRanksByColour) {

@@ -138,4 +138,8 @@ void agree(const Comm& comm, F&& step) {
 /// modulo the devices the host has; -1 without a device. Collective over `comm`.
 int rank_device(const Comm& comm);
 
+/// How many ranks of this rank's host use its device (rank_device): ceil((ranks of the host -
+/// device) / devices of the host); 1 without a device. Collective over `comm`.
+int device_sharers(const Comm& comm);
+
 }  // namespace halfscope::mpi

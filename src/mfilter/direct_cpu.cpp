@@ -1,5 +1,7 @@
 // CPU direct matched filtering: the FP64 reference and FP32 with OpenMP; the low-precision
 // emulations live in direct_lowp_cpu.cpp. Shared loop and normalization: direct_cpu_common.hpp.
+#include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "halfscope/core/error.hpp"
@@ -32,8 +34,7 @@ void direct_double(const HostProblem& p) {
   const Dims& d = p.dims;
   const double* tp = p.templates->data_as<double>();
   const double* xp = p.data->data_as<double>();
-  const cpu::Norms norms = cpu::compute_norms(d, tp, xp, p.channel_offsets);
-  cpu::correlate(p, norms, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  cpu::correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     return lane_dot<double>(tp + (t * d.channels + c) * d.length, xp + c * d.samples + s, d.length);
   });
 }
@@ -44,14 +45,31 @@ void direct_single(const HostProblem& p) {
   const Dims& d = p.dims;
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
-  const cpu::Norms norms = cpu::compute_norms(d, tp, xp, p.channel_offsets);
-  cpu::correlate(p, norms, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  cpu::correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     return static_cast<double>(
         lane_dot<float>(tp + (t * d.channels + c) * d.length, xp + c * d.samples + s, d.length));
   });
 }
 
+std::atomic<std::int64_t> g_norm_span_override{0};
+
 }  // namespace
+
+namespace cpu {
+
+std::int64_t norm_span(const Dims& d, std::int64_t moveout_spread) {
+  if (const std::int64_t forced = g_norm_span_override.load(); forced > 0) return forced;
+  // Each span recomputes its windows from a restart up to kRecomputeEvery before its first and
+  // the moveout spread beyond its last: a span at least that long at most doubles that work.
+  const std::int64_t reach = (moveout_spread + kRecomputeEvery + d.step - 1) / d.step;
+  return std::max(kNormSpan, (reach + kTimeBlock - 1) / kTimeBlock * kTimeBlock);
+}
+
+void set_norm_span_for_testing(std::int64_t corr) {
+  g_norm_span_override.store(corr);
+}
+
+}  // namespace cpu
 
 void direct_cpu(const HostProblem& problem, Precision precision) {
   switch (precision) {

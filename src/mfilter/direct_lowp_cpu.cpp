@@ -123,14 +123,14 @@ RoundedData round_data(const float* xp, std::int64_t n, bool split) {
 }
 
 template <bool Split>
-void run_scaled(const HostProblem& p, const Norms& norms) {
+void run_scaled(const HostProblem& p) {
   const Dims& d = p.dims;
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
   const ScaledTemplates st = scale_templates(d, tp, Split);
   const DataShifts ds = data_shift_tables(d, xp);
   const RoundedData rd = round_data(xp, d.channels * d.samples, Split);
-  correlate(p, norms, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const std::int64_t j = t * d.channels + c;
     const float* th = st.hi.data() + j * d.length;
     const float* tl = Split ? st.lo.data() + j * d.length : nullptr;
@@ -165,7 +165,7 @@ void run_scaled(const HostProblem& p, const Norms& norms) {
   });
 }
 
-void run_bf16(const HostProblem& p, const Norms& norms) {
+void run_bf16(const HostProblem& p) {
   const Dims& d = p.dims;
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
@@ -173,7 +173,7 @@ void run_bf16(const HostProblem& p, const Norms& norms) {
   std::vector<float> xb(static_cast<std::size_t>(d.channels * d.samples));
   for (std::size_t k = 0; k < tb.size(); ++k) tb[k] = bf16(tp[k]);
   for (std::size_t k = 0; k < xb.size(); ++k) xb[k] = bf16(xp[k]);
-  correlate(p, norms, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const float* a = tb.data() + (t * d.channels + c) * d.length;
     const float* x = xb.data() + c * d.samples + s;
     float acc = 0;
@@ -188,7 +188,7 @@ float max_abs(const float* v, std::int64_t n) {
   return m;
 }
 
-void run_half(const HostProblem& p, const Norms& norms) {
+void run_half(const HostProblem& p) {
   const Dims& d = p.dims;
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
@@ -202,7 +202,7 @@ void run_half(const HostProblem& p, const Norms& norms) {
   for (std::int64_t k = 0; k < nx; ++k) xh[static_cast<std::size_t>(k)] = Half(xp[k] / mx);
   std::atomic<bool> overflow{false};
   const double unscale = static_cast<double>(mt) * static_cast<double>(mx);
-  correlate(p, norms, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const Half* a = th.data() + (t * d.channels + c) * d.length;
     const Half* x = xh.data() + c * d.samples + s;
     Half acc(0.0f);
@@ -226,17 +226,15 @@ void run_half(const HostProblem& p, const Norms& norms) {
 }  // namespace
 
 void direct_lowp_cpu(const HostProblem& p, Precision precision) {
-  const Norms norms = compute_norms(p.dims, p.templates->data_as<float>(), p.data->data_as<float>(),
-                                    p.channel_offsets);
   switch (precision) {
     case Precision::Mixed:
-      return run_scaled<false>(p, norms);
+      return run_scaled<false>(p);
     case Precision::Split:
-      return run_scaled<true>(p, norms);
+      return run_scaled<true>(p);
     case Precision::BF16:
-      return run_bf16(p, norms);
+      return run_bf16(p);
     case Precision::Half:
-      return run_half(p, norms);
+      return run_half(p);
     default:
       break;
   }

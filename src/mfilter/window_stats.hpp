@@ -32,6 +32,16 @@ void window_inv_norms(const float* x, std::int64_t L, std::int64_t K, MfNormaliz
 void window_inv_norms(const double* x, std::int64_t L, std::int64_t K, MfNormalize normalize,
                       double* inv_norm, double offset = 0.0);
 
+/// The same for windows [first, first + count) only, into inv_norm[0 .. count): each value equals
+/// the whole range's bit for bit (the running sums restart at `first` as they do over every
+/// window, and the exact flatness trackers start from their values there), so a caller can hold
+/// the windows of one stretch of time at a time. Error unless `first` is a multiple of
+/// kRecomputeEvery and the range lies within the L - K + 1 windows.
+void window_inv_norms(const float* x, std::int64_t L, std::int64_t K, MfNormalize normalize,
+                      double offset, std::int64_t first, std::int64_t count, double* inv_norm);
+void window_inv_norms(const double* x, std::int64_t L, std::int64_t K, MfNormalize normalize,
+                      double offset, std::int64_t first, std::int64_t count, double* inv_norm);
+
 /// 1 / sqrt(sum_k t[k]^2) of one template channel in FP64 (dispatch has already demeaned it in
 /// full normalization and zeroed it when flat), 0 for an all-zero template.
 double template_inv_norm(const float* t, std::int64_t K);

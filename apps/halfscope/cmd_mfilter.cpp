@@ -139,7 +139,7 @@ struct MfJob {
   MfOptions options;
   DetectOptions detect;
   io::SeismicData data;  // data.data stays empty when `samples` reads them by windows
-  /// Under mpirun with one .npy DATA: the file, which each rank reads only in part.
+  /// Under mpirun with a .npy DATA or SAC files of one channel each: read by windows.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicTemplates t;  // t.templates stays empty when `bank` reads them by groups
   /// Under mpirun with a .npy TEMPLATES: the file, of which each rank reads its template group.
@@ -175,19 +175,19 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   det.min_separation = c.min_separation;
 
   const std::string& data_spec = c.inputs.back();
-  // Ranks read a .npy DATA by windows (each its share), unless templates are cut from it.
+  // Ranks read a .npy DATA or SAC files of one channel each by windows (each its share), unless
+  // templates are cut from the data.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicData data;
-  if (g.ranks > 1 && data_spec.find(',') == std::string::npos &&
-      io::format_of(data_spec) == io::Format::npy &&
-      (c.template_times.empty() || !c.template_data.empty())) {
-    samples = io::npy_samples(data_spec);
-    for (std::int64_t ch = 0; ch < samples->shape()[0]; ++ch)
-      data.channel_ids.push_back(std::to_string(ch));
-    data.source = data_spec;
-  } else {
-    data = io::read_seismic_data(data_spec);
+  if (g.ranks > 1 && (c.template_times.empty() || !c.template_data.empty())) {
+    io::WindowedData w = io::open_seismic_windows(data_spec);
+    samples = std::move(w.samples);
+    if (samples) data = std::move(w.info);
   }
+  if (samples)
+    detail(g, "mfilter: each rank reads its windows of " + data_spec);
+  else
+    data = io::read_seismic_data(data_spec);
   report_gaps(g, data);
   const Shape data_shape = samples ? samples->shape() : data.data.shape();
   io::SeismicTemplates t;
@@ -195,6 +195,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   if (c.template_times.empty() && g.ranks > 1 &&
       io::format_of(c.inputs.front()) == io::Format::npy) {
     bank = io::npy_templates(c.inputs.front());
+    detail(g, "mfilter: each rank reads its template group of " + c.inputs.front());
     for (std::int64_t i = 0; i < bank->shape()[0]; ++i) t.labels.push_back(std::to_string(i));
   } else if (c.template_times.empty()) {
     t = io::read_template_array(c.inputs.front());

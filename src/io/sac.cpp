@@ -213,28 +213,28 @@ Array float_samples(const Trace& t) {
 
 }  // namespace
 
-SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
+SacHeader parse_sac_header(std::span<const std::byte> header, std::int64_t size,
+                           std::string_view name) {
   const std::string file(name);
-  const auto size = static_cast<std::int64_t>(bytes.size());
-  if (size < kSacHeaderBytes)
+  if (size < kSacHeaderBytes || std::ssize(header) < kSacHeaderBytes)
     throw IoError(file + ": truncated: a SAC header is 632 bytes, file has " +
                   std::to_string(size));
-  const std::byte* p = bytes.data();
+  const std::byte* p = header.data();
   const auto little = static_cast<std::int32_t>(load_word(p + 4 * kNvhdrWord, needs_swap(false)));
   const auto big = static_cast<std::int32_t>(load_word(p + 4 * kNvhdrWord, needs_swap(true)));
-  bool file_big;
+  SacHeader h;
   if (little == kSacHeaderVersion) {
-    file_big = false;
+    h.big_endian = false;
   } else if (big == kSacHeaderVersion) {
-    file_big = true;
+    h.big_endian = true;
   } else {
     throw IoError(file + ": not a SAC file: expected header version NVHDR=6, found " +
                   std::to_string(little) + " (little-endian) / " + std::to_string(big) +
                   " (big-endian)");
   }
-  const bool swap = needs_swap(file_big);
+  const bool swap = needs_swap(h.big_endian);
 
-  SacFile s;
+  SacFile& s = h.sac;
   for (std::int64_t k = 0; k < kFloatWords; ++k)
     s.floats[k] = std::bit_cast<float>(load_word(p + 4 * k, swap));
   for (std::int64_t k = 0; k < kIntWords; ++k)
@@ -271,16 +271,38 @@ SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
   t.channel = get_code(s, sac_char::kcmpnm);
   t.start_ns = *start;
   t.sample_rate = rate_of_delta(delta);
-  t.data = Array(DType::f32, Shape{npts});
-  float* out = t.data.data_as<float>();
-  for (std::int64_t k = 0; k < npts; ++k)
-    out[k] = std::bit_cast<float>(load_word(p + kSacHeaderBytes + 4 * k, swap));
-  return s;
+  h.samples = npts;
+  return h;
+}
+
+void sac_samples_to_native(const SacHeader& h, std::byte* data, std::int64_t count) {
+  const bool swap = needs_swap(h.big_endian);
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::uint32_t w = load_word(data + 4 * k, swap);
+    std::memcpy(data + 4 * k, &w, 4);
+  }
+}
+
+SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name) {
+  SacHeader h = parse_sac_header(bytes, std::ssize(bytes), name);
+  Trace& t = h.sac.trace;
+  t.data = Array(DType::f32, Shape{h.samples});
+  auto* out = static_cast<std::byte*>(t.data.data());
+  std::copy_n(bytes.data() + kSacHeaderBytes, h.samples * 4, out);
+  sac_samples_to_native(h, out, h.samples);
+  return std::move(h.sac);
 }
 
 SacFile read_sac(const std::filesystem::path& path) {
   const auto bytes = read_file_bytes(path);
   return parse_sac(bytes, path.string());
+}
+
+SacHeader read_sac_header(const std::filesystem::path& path) {
+  InputFile f = open_input_file(path);
+  std::vector<std::byte> header(static_cast<std::size_t>(kSacHeaderBytes));
+  header.resize(static_cast<std::size_t>(f.read_at(header.data(), kSacHeaderBytes, 0)));
+  return parse_sac_header(header, f.size, path.string());
 }
 
 SacFile make_sac(const Trace& trace) {

@@ -15,6 +15,7 @@
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/template_source.hpp"
+#include "io/seismic_align.hpp"
 
 namespace halfscope::io {
 
@@ -87,71 +88,21 @@ void check_finite(const SeismicData& d) {
 
 // Merges the traces of every file into one (C, L) array on a common time base.
 SeismicData assemble_waveforms(const Waveforms& all, const std::string& source) {
-  Waveforms merged = merge_traces(all, /*fill_gaps_with_zero=*/true);
-  std::sort(merged.traces.begin(), merged.traces.end(),
-            [](const Trace& a, const Trace& b) { return a.id() < b.id(); });
-  if (merged.traces.empty())
-    throw InvalidInput(source + ": no samples: expected at least one trace with data");
-  for (std::size_t i = 1; i < merged.traces.size(); ++i)
-    if (merged.traces[i].id() == merged.traces[i - 1].id())
-      throw InvalidInput(source + ": channel " + merged.traces[i].id() +
-                         " has segments that cannot be joined (sampling rate " +
-                         std::to_string(merged.traces[i - 1].sample_rate) + " Hz vs " +
-                         std::to_string(merged.traces[i].sample_rate) +
-                         " Hz, or a different sample type): expected one rate and type per "
-                         "channel");
-  const Trace& first = merged.traces.front();
-  const double rate = first.sample_rate;
-  bool all_f32 = true;
-  std::int64_t t0 = first.start_ns;
-  for (const Trace& t : merged.traces) {
-    if (std::abs(t.sample_rate - rate) > 1e-6 * rate)
-      throw InvalidInput(source + ": sampling rate of " + t.id() + " is " +
-                         std::to_string(t.sample_rate) + " Hz: expected " + std::to_string(rate) +
-                         " Hz like " + first.id() + " (every channel must share one rate)");
-    all_f32 = all_f32 && t.data.dtype() == DType::f32;
-    t0 = std::min(t0, t.start_ns);
-  }
-  SeismicData d;
-  d.source = source;
-  d.sample_rate = rate;
-  d.start_ns = t0;
-  d.gaps = merged.gaps;
-  std::vector<std::int64_t> offsets;
-  std::int64_t length = 0;
-  for (const Trace& t : merged.traces) {
-    const long double exact = samples_between(t0, t.start_ns, rate);
-    const auto off = static_cast<std::int64_t>(std::llround(exact));
-    if (std::abs(exact - static_cast<long double>(off)) > 1e-3L) {
-      std::ostringstream note;
-      note << t.id() << " starts " << static_cast<double>(exact - static_cast<long double>(off))
-           << " samples off the common sample grid; aligned to the nearest sample";
-      d.notes.push_back(note.str());
-    }
-    offsets.push_back(off);
-    length = std::max(length, off + t.size());
-  }
-  // Channels from different days would be aligned by gigabytes of zeros: refuse, like
-  // merge_traces refuses to zero-fill a trace beyond 2^28 samples.
-  constexpr std::int64_t kMaxAligned = std::int64_t{1} << 28;
-  if (length > kMaxAligned)
-    throw InvalidInput(source + ": the channels span " + std::to_string(length) +
-                       " samples from the earliest start to the latest end: expected at most " +
-                       std::to_string(kMaxAligned) + " (channels covering one time range)");
-  const Shape shape{static_cast<std::int64_t>(merged.traces.size()), length};
-  d.data = Array::zeros(all_f32 ? DType::f32 : DType::f64, shape);
+  const Waveforms merged = merge_traces(all, /*fill_gaps_with_zero=*/true);
+  std::vector<detail::ChannelInfo> channels;
+  for (const Trace& t : merged.traces)
+    channels.push_back(
+        {t.id(), t.start_ns, t.end_ns(), t.size(), t.sample_rate, t.data.dtype() == DType::f32});
+  detail::Alignment a = detail::align_channels(channels, merged.gaps, source);
+  SeismicData d = std::move(a.info);
+  d.data = Array::zeros(a.all_f32 ? DType::f32 : DType::f64,
+                        Shape{static_cast<std::int64_t>(channels.size()), a.length});
   const DType dt = d.data.dtype();
-  for (std::size_t c = 0; c < merged.traces.size(); ++c) {
-    const Trace& t = merged.traces[c];
-    const Array src = t.data.astype(dt).contiguous();
+  for (std::size_t c = 0; c < a.order.size(); ++c) {
+    const Array src = merged.traces[a.order[c]].data.astype(dt).contiguous();
     auto* dst = static_cast<std::byte*>(d.data.data()) +
-                (static_cast<std::int64_t>(c) * length + offsets[c]) * dtype_size(dt);
+                (static_cast<std::int64_t>(c) * a.length + a.offsets[c]) * dtype_size(dt);
     std::copy_n(static_cast<const std::byte*>(src.data()), src.nbytes(), dst);
-    d.channel_ids.push_back(t.id());
-    // The alignment pads are zero-filled exactly like gaps, so they are reported as gaps.
-    if (offsets[c] > 0) d.gaps.push_back({t.id(), t0, t.start_ns, offsets[c]});
-    const std::int64_t tail = length - offsets[c] - t.size();
-    if (tail > 0) d.gaps.push_back({t.id(), t.end_ns(), d.time_of_sample(length), tail});
   }
   return d;
 }
@@ -163,6 +114,74 @@ std::int64_t SeismicData::time_of_sample(std::int64_t index) const {
   return *start_ns + static_cast<std::int64_t>(std::llround(static_cast<long double>(index) * 1e9L /
                                                             static_cast<long double>(sample_rate)));
 }
+
+namespace detail {
+
+Alignment align_channels(const std::vector<ChannelInfo>& channels, std::vector<Gap> gaps,
+                         const std::string& source) {
+  if (channels.empty())
+    throw InvalidInput(source + ": no samples: expected at least one trace with data");
+  Alignment a;
+  a.order.resize(channels.size());
+  for (std::size_t i = 0; i < channels.size(); ++i) a.order[i] = i;
+  std::sort(a.order.begin(), a.order.end(),
+            [&](std::size_t x, std::size_t y) { return channels[x].id < channels[y].id; });
+  const auto at = [&](std::size_t c) -> const ChannelInfo& { return channels[a.order[c]]; };
+  for (std::size_t c = 1; c < a.order.size(); ++c)
+    if (at(c).id == at(c - 1).id)
+      throw InvalidInput(source + ": channel " + at(c).id +
+                         " has segments that cannot be joined (sampling rate " +
+                         std::to_string(at(c - 1).rate) + " Hz vs " + std::to_string(at(c).rate) +
+                         " Hz, or a different sample type): expected one rate and type per "
+                         "channel");
+  const ChannelInfo& first = at(0);
+  const double rate = first.rate;
+  std::int64_t t0 = first.start_ns;
+  for (std::size_t c = 0; c < a.order.size(); ++c) {
+    const ChannelInfo& t = at(c);
+    if (std::abs(t.rate - rate) > 1e-6 * rate)
+      throw InvalidInput(source + ": sampling rate of " + t.id + " is " + std::to_string(t.rate) +
+                         " Hz: expected " + std::to_string(rate) + " Hz like " + first.id +
+                         " (every channel must share one rate)");
+    a.all_f32 = a.all_f32 && t.f32;
+    t0 = std::min(t0, t.start_ns);
+  }
+  SeismicData& d = a.info;
+  d.source = source;
+  d.sample_rate = rate;
+  d.start_ns = t0;
+  d.gaps = std::move(gaps);
+  for (std::size_t c = 0; c < a.order.size(); ++c) {
+    const long double exact = samples_between(t0, at(c).start_ns, rate);
+    const auto off = static_cast<std::int64_t>(std::llround(exact));
+    if (std::abs(exact - static_cast<long double>(off)) > 1e-3L) {
+      std::ostringstream note;
+      note << at(c).id << " starts " << static_cast<double>(exact - static_cast<long double>(off))
+           << " samples off the common sample grid; aligned to the nearest sample";
+      d.notes.push_back(note.str());
+    }
+    a.offsets.push_back(off);
+    a.length = std::max(a.length, off + at(c).samples);
+  }
+  // Channels from different days would be aligned by gigabytes of zeros: refuse, like
+  // merge_traces refuses to zero-fill a trace beyond 2^28 samples.
+  constexpr std::int64_t kMaxAligned = std::int64_t{1} << 28;
+  if (a.length > kMaxAligned)
+    throw InvalidInput(source + ": the channels span " + std::to_string(a.length) +
+                       " samples from the earliest start to the latest end: expected at most " +
+                       std::to_string(kMaxAligned) + " (channels covering one time range)");
+  for (std::size_t c = 0; c < a.order.size(); ++c) {
+    const ChannelInfo& t = at(c);
+    d.channel_ids.push_back(t.id);
+    // The alignment pads are zero-filled exactly like gaps, so they are reported as gaps.
+    if (a.offsets[c] > 0) d.gaps.push_back({t.id, t0, t.start_ns, a.offsets[c]});
+    const std::int64_t tail = a.length - a.offsets[c] - t.samples;
+    if (tail > 0) d.gaps.push_back({t.id, t.end_ns, d.time_of_sample(a.length), tail});
+  }
+  return a;
+}
+
+}  // namespace detail
 
 SeismicData read_seismic_data(const std::string& spec) {
   const std::vector<std::string> paths = split(spec, ',');

@@ -127,9 +127,13 @@ std::string Trace::id() const {
   return network + "." + station + "." + location + "." + channel;
 }
 
+std::int64_t trace_end_ns(std::int64_t start_ns, std::int64_t samples, double rate) {
+  if (!(rate > 0.0)) return start_ns;
+  return saturating_add(start_ns, span_ns(samples, rate));
+}
+
 std::int64_t Trace::end_ns() const {
-  if (!(sample_rate > 0.0)) return start_ns;
-  return saturating_add(start_ns, span_ns(size(), sample_rate));
+  return trace_end_ns(start_ns, size(), sample_rate);
 }
 
 Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {

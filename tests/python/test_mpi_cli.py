@@ -260,3 +260,44 @@ def test_ranks_name_a_non_finite_template_value_of_the_file_once(bank):
     one = run(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o", out])
     assert one.returncode == 2
     assert want.removeprefix("MPI rank 1: ") in one.stderr
+
+
+def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
+    """SAC files of one channel each (written by ObsPy, starting at different times, one of them
+    big-endian), listed out of order: each rank reads only its window of every file; the
+    correlation and the detections CSV (with its times) equal the plain CLI's bytes."""
+    obspy = pytest.importorskip("obspy")
+    rng = np.random.default_rng(14)
+    T, C, K = 6, 3, 32
+    L = [40000, 38000, 41000]
+    templates = rng.standard_normal((T, C, K)).astype(np.float32)
+    data = [rng.standard_normal(n).astype(np.float32) for n in L]
+    starts = [0.0, 1.5, 0.75]  # seconds after 2024-03-01 at 100 Hz: offsets 0, 150, 75
+    for t, at in enumerate([5000, 12000, 20000, 26000, 33000]):
+        for c in range(C):
+            s = at - int(round(starts[c] * 100))
+            data[c][s:s + K] += 4 * templates[t, c]
+    names = []
+    for c in range(C):
+        tr = obspy.Trace(data=data[c])
+        tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"ST{c}", "HHZ"
+        tr.stats.sampling_rate = 100.0
+        tr.stats.starttime = obspy.UTCDateTime("2024-03-01T00:00:00") + starts[c]
+        name = tmp_path / f"c{c}.sac"
+        tr.write(str(name), format="SAC", byteorder=">" if c == 1 else "<")
+        names.append(str(name))
+    np.save(tmp_path / "templates.npy", templates)
+    spec = ",".join([names[2], names[0], names[1]])
+    args = ["mfilter", tmp_path / "templates.npy", spec, "--device", "cpu", "--precision",
+            "single", "--normalize", "full", "--detect", "--threshold", "2.5",
+            "--min-separation", "100"]
+    plain = run([*args, "-o", tmp_path / "plain.npy", "--detections", tmp_path / "plain.csv"])
+    assert plain.returncode == 0, plain.stderr
+    csv = (tmp_path / "plain.csv").read_bytes()
+    assert csv.count(b"\n") >= 6 and b"2024-03-01T00:00:" in csv, csv
+    for ranks, split in ((2, []), (4, ["--time-parts", "4"])):
+        out, found = tmp_path / f"mpi{ranks}.npy", tmp_path / f"mpi{ranks}.csv"
+        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (tmp_path / "plain.npy").read_bytes()
+        assert found.read_bytes() == csv

@@ -69,6 +69,26 @@ SacFile parse_sac(std::span<const std::byte> bytes, std::string_view name);
 /// Reads a SAC file (see parse_sac).
 SacFile read_sac(const std::filesystem::path& path);
 
+/// A SAC file's header alone, for readers of parts of its samples: `sac` as parse_sac gives it
+/// but with no samples in sac.trace.data, `samples` its NPTS (the samples lie from byte
+/// kSacHeaderBytes on, 4 bytes each) and the file's byte order.
+struct SacHeader {
+  SacFile sac;
+  std::int64_t samples = 0;
+  bool big_endian = false;
+};
+
+/// The header of a SAC file of `size` bytes from its first bytes (at least kSacHeaderBytes),
+/// checked as parse_sac checks it (NPTS against `size` included): the same IoError messages.
+SacHeader parse_sac_header(std::span<const std::byte> header, std::int64_t size,
+                           std::string_view name);
+
+/// Reads only the header of a SAC file (see parse_sac_header).
+SacHeader read_sac_header(const std::filesystem::path& path);
+
+/// Brings `count` float32 samples of the file's byte order into the machine's, in place.
+void sac_samples_to_native(const SacHeader& h, std::byte* data, std::int64_t count);
+
 /// A SacFile for `trace` with a complete valid header: every field undefined except NPTS, DELTA,
 /// B, E, DEPMIN/DEPMAX/DEPMEN, the reference time (the trace's start truncated to the ms, with
 /// the sub-ms rest in B), IFTYPE=ITIME, IZTYPE=IB, LEVEN=1, NVHDR=6 and the four codes.

@@ -21,11 +21,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "halfscope/core/array.hpp"
+#include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/waveform.hpp"
 
 namespace halfscope::io {
@@ -57,6 +59,23 @@ struct SeismicData {
 /// mismatched sampling rates, a channel that ends up empty.
 SeismicData read_seismic_data(const std::string& spec);
 
+/// DATA to be read by windows (what MPI ranks take: each reads only its share).
+struct WindowedData {
+  /// The samples, or null for data that must be read whole (read_seismic_data).
+  std::unique_ptr<SampleSource> samples;
+  /// Every SeismicData field but `data`, as read_seismic_data gives them.
+  SeismicData info;
+};
+
+/// Opens DATA for reading by windows: a .npy file, or a list of SAC files holding one channel
+/// each, whose samples are then read as needed and laid out exactly as read_seismic_data lays
+/// them out (channels by id, aligned on the earliest start, pads zero, float32). Only headers are
+/// read here. `samples` is null for MiniSEED, a channel spread over several SAC files, a SAC file
+/// without samples or an empty name in the list (read_seismic_data then joins or refuses them).
+/// IoError / InvalidInput as read_seismic_data words them for an unknown file type, a bad .npy
+/// or SAC header, or rates that differ.
+WindowedData open_seismic_windows(const std::string& spec);
+
 /// Templates with the network parameters that come with them.
 struct SeismicTemplates {
   Array templates;                  // (T, C, K) float32 or float64
@@ -66,8 +85,8 @@ struct SeismicTemplates {
 };
 
 /// Reads a .npy of shape (T, C, K) or (T, K) (the latter becomes (T, 1, K)) with any real dtype:
-/// float32 and float64 as stored, the other types as float64. Throws InvalidInput naming the file when the rank or dtype is wrong, an extent is
-/// zero, or a value is not finite.
+/// float32 and float64 as stored, the other types as float64. Throws InvalidInput naming the file
+/// when the rank or dtype is wrong, an extent is zero, or a value is not finite.
 SeismicTemplates read_template_array(const std::filesystem::path& path);
 
 /// Cuts templates of `length` samples from `source` with the pick table `picks` (see the top of

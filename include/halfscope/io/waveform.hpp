@@ -30,6 +30,10 @@ struct Trace {
   [[nodiscard]] std::int64_t end_ns() const;
 };
 
+/// The time after `samples` samples at `rate` from `start_ns`, rounded to the ns (what
+/// Trace::end_ns gives for a trace of that many samples); `start_ns` for a rate <= 0.
+std::int64_t trace_end_ns(std::int64_t start_ns, std::int64_t samples, double rate);
+
 /// A hole or an overlap between two consecutive segments of one channel.
 ///
 /// For a gap (missing_samples > 0), [start_ns, end_ns) is the span with no data: start_ns is

@@ -1,0 +1,39 @@
+// Internal: how read_seismic_data lays the channels of waveform data side by side
+// (seismic_input.cpp), shared with the reader of SAC data by windows (seismic_windows.cpp), which
+// knows the channels from their headers alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "halfscope/io/seismic_input.hpp"
+
+namespace halfscope::io::detail {
+
+/// What aligning needs of one channel's (merged) trace.
+struct ChannelInfo {
+  std::string id;
+  std::int64_t start_ns = 0, end_ns = 0, samples = 0;
+  double rate = 0.0;
+  bool f32 = false;
+};
+
+/// The channels sorted by id, each at its offset in a common sample grid of `length` samples
+/// starting at the earliest start; `info` holds every SeismicData field but `data` (the gaps
+/// given, then each channel's alignment pads, and the notes).
+struct Alignment {
+  std::vector<std::size_t> order;     // indices into the channels, sorted by id
+  std::vector<std::int64_t> offsets;  // per sorted channel
+  std::int64_t length = 0;
+  bool all_f32 = true;
+  SeismicData info;
+};
+
+/// InvalidInput naming `source` for no channel, an id twice (segments that could not be
+/// joined), rates that differ, or more than 2^28 samples from the earliest start to the latest
+/// end.
+Alignment align_channels(const std::vector<ChannelInfo>& channels, std::vector<Gap> gaps,
+                         const std::string& source);
+
+}  // namespace halfscope::io::detail

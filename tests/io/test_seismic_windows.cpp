@@ -1,0 +1,124 @@
+// DATA opened for reading by windows (io::open_seismic_windows, what MPI ranks read): SAC files of
+// one channel each, listed out of order, starting at different times (one off the sample grid),
+// of different lengths and byte orders, give every window and every SeismicData field exactly as
+// read_seismic_data gives them; the lists that must be read whole get no source; bad files are
+// refused with read_seismic_data's own messages.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "halfscope/core/error.hpp"
+#include "halfscope/io/file.hpp"
+#include "halfscope/io/npy.hpp"
+#include "halfscope/io/sac.hpp"
+#include "halfscope/io/seismic_input.hpp"
+#include "io_test_support.hpp"
+
+namespace halfscope::io {
+namespace {
+
+using test::message_of;
+using test::same_bytes;
+
+constexpr std::int64_t kT0 = 1'700'000'000'000'000'000;  // 2023-11-14T22:13:20Z
+
+Trace trace(const std::string& sta, std::int64_t start, std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  Array data(DType::f32, {n});
+  for (std::int64_t k = 0; k < n; ++k) data.data_as<float>()[k] = normal(rng);
+  return Trace{"XX", sta, "00", "HHZ", start, 100.0, std::move(data)};
+}
+
+// Three stations at 100 Hz: STA0 from kT0, STA1 half a second later and shorter, STA2 1.2345 s
+// later (off the grid by 0.45 samples) and longest, STA1 big-endian; listed out of order.
+std::string three_channels(const test::TempDir& dir) {
+  write_sac(dir / "s2.sac", make_sac(trace("STA2", kT0 + 1'234'500'000, 9000, 2)));
+  write_sac(dir / "s0.sac", make_sac(trace("STA0", kT0, 8000, 0)));
+  write_sac(dir / "s1.sac", make_sac(trace("STA1", kT0 + 500'000'000, 5000, 1)), true);
+  return (dir / "s2.sac").string() + "," + (dir / "s0.sac").string() + "," +
+         (dir / "s1.sac").string();
+}
+
+TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
+  const test::TempDir dir;
+  const std::string spec = three_channels(dir);
+  const SeismicData whole = read_seismic_data(spec);
+  const WindowedData w = open_seismic_windows(spec);
+  ASSERT_TRUE(w.samples);
+  EXPECT_EQ(w.samples->shape(), whole.data.shape());
+  EXPECT_EQ(w.samples->dtype(), DType::f32);
+  EXPECT_EQ(w.samples->name(), spec);
+  EXPECT_EQ(w.info.channel_ids, whole.channel_ids);
+  EXPECT_EQ(w.info.start_ns, whole.start_ns);
+  EXPECT_EQ(w.info.sample_rate, whole.sample_rate);
+  EXPECT_EQ(w.info.notes, whole.notes);
+  EXPECT_EQ(w.info.source, whole.source);
+  ASSERT_EQ(w.info.gaps.size(), whole.gaps.size());
+  ASSERT_GE(whole.gaps.size(), 3u);  // the pads: the comparison means something
+  for (std::size_t i = 0; i < whole.gaps.size(); ++i) {
+    EXPECT_EQ(w.info.gaps[i].id, whole.gaps[i].id);
+    EXPECT_EQ(w.info.gaps[i].start_ns, whole.gaps[i].start_ns);
+    EXPECT_EQ(w.info.gaps[i].end_ns, whole.gaps[i].end_ns);
+    EXPECT_EQ(w.info.gaps[i].missing_samples, whole.gaps[i].missing_samples);
+  }
+  const std::int64_t L = whole.data.dim(1);
+  for (const auto& [a, b] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {0, L}, {0, 1}, {L - 1, L}, {40, 60}, {45, 5100}, {4990, 8200}, {8100, L}, {77, 77}})
+    EXPECT_TRUE(same_bytes(whole.data.slice(1, a, b).contiguous(), w.samples->read(a, b)))
+        << "[" << a << ", " << b << ")";
+  EXPECT_EQ(message_of<InvalidInput>([&] { (void)w.samples->read(5, L + 1); }),
+            spec + ": samples [5, " + std::to_string(L + 1) + "): expected a window inside [0, " +
+                std::to_string(L) + ")");
+}
+
+TEST(SeismicWindows, NpyAndWhatMustBeReadWhole) {
+  const test::TempDir dir;
+  write_npy(dir / "d.npy", Array::zeros(DType::f32, {3, 50}));
+  const WindowedData npy = open_seismic_windows((dir / "d.npy").string());
+  ASSERT_TRUE(npy.samples);
+  EXPECT_EQ(npy.info.channel_ids, (std::vector<std::string>{"0", "1", "2"}));
+  // One channel in two files (segments to join), a file without samples, MiniSEED in the list,
+  // an empty name: no source (read_seismic_data joins or refuses them).
+  write_sac(dir / "a.sac", make_sac(trace("A", kT0, 100, 3)));
+  write_sac(dir / "a2.sac", make_sac(trace("A", kT0 + 1'000'000'000, 100, 4)));
+  write_sac(dir / "e.sac", make_sac(trace("E", kT0, 0, 5)));
+  const std::string a = (dir / "a.sac").string();
+  for (const std::string& spec :
+       {a + "," + (dir / "a2.sac").string(), a + "," + (dir / "e.sac").string(),
+        a + "," + (dir / "m.mseed").string(), a + ","}) {
+    SCOPED_TRACE(spec);
+    EXPECT_FALSE(open_seismic_windows(spec).samples);
+  }
+  // A name read_seismic_data refuses: its message.
+  const std::string txt = (dir / "d.txt").string();
+  const std::string refused = message_of<InvalidInput>([&] { (void)read_seismic_data(txt); });
+  EXPECT_NE(refused.find("unknown file type"), std::string::npos) << refused;
+  EXPECT_EQ(message_of<InvalidInput>([&] { (void)open_seismic_windows(txt); }), refused);
+}
+
+TEST(SeismicWindows, BadFilesRefusedAsReadSeismicDataRefusesThem) {
+  const test::TempDir dir;
+  write_sac(dir / "a.sac", make_sac(trace("A", kT0, 100, 6)));
+  Trace fast = trace("B", kT0, 100, 7);
+  fast.sample_rate = 50.0;
+  write_sac(dir / "b.sac", make_sac(fast));
+  const std::string rates = (dir / "a.sac").string() + "," + (dir / "b.sac").string();
+  const std::string want = message_of<InvalidInput>([&] { (void)read_seismic_data(rates); });
+  EXPECT_NE(want.find("sampling rate of XX.B.00.HHZ is 50"), std::string::npos) << want;
+  EXPECT_EQ(message_of<InvalidInput>([&] { (void)open_seismic_windows(rates); }), want);
+  // A file cut short.
+  const auto bytes = read_file_bytes(dir / "a.sac");
+  std::ofstream(dir / "cut.sac", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size() - 8));
+  const std::string cut = (dir / "a.sac").string() + "," + (dir / "cut.sac").string();
+  const std::string io = message_of<IoError>([&] { (void)read_seismic_data(cut); });
+  EXPECT_NE(io.find("cut.sac: truncated"), std::string::npos) << io;
+  EXPECT_EQ(message_of<IoError>([&] { (void)open_seismic_windows(cut); }), io);
+}
+
+}  // namespace
+}  // namespace halfscope::io

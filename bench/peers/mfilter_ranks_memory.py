@@ -63,6 +63,22 @@ def make_inputs(work, templates, channels, samples, length, seed=5):
     np.save(work / "templates.npy", t)
 
 
+def write_sac_channels(work, channels):
+    """The data as SAC files of one channel each (ObsPy), 100 Hz, the same samples: the DATA
+    argument is their comma-separated list."""
+    import obspy  # only for --data-format sac
+    data = np.load(work / "data.npy", mmap_mode="r")
+    names = []
+    for c in range(channels):
+        tr = obspy.Trace(data=np.ascontiguousarray(data[c]))
+        tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"S{c:03d}", "HHZ"
+        tr.stats.sampling_rate = 100.0
+        tr.stats.starttime = obspy.UTCDateTime("2024-03-01T00:00:00")
+        names.append(str(work / f"c{c:03d}.sac"))
+        tr.write(names[-1], format="SAC")
+    return ",".join(names)
+
+
 def device_name(cli, device):
     if device == "cuda":
         info = json.loads(subprocess.run([cli, "info", "--json"], capture_output=True, text=True,
@@ -108,20 +124,27 @@ def main(argv=None):
     ap.add_argument("--threshold", default="8", help="absolute threshold of the stack")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--data-format", default="npy", choices=["npy", "sac"],
+                    help="DATA as one .npy or as SAC files of one channel each (needs ObsPy)")
     args = ap.parse_args(argv)
 
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-mf-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     make_inputs(work, args.templates, args.channels, args.samples, args.length)
-    data_bytes = (work / "data.npy").stat().st_size
+    data_arg = str(work / "data.npy")
+    if args.data_format == "sac":
+        data_arg = write_sac_channels(work, args.channels)
+    data_bytes = sum(pathlib.Path(p).stat().st_size for p in data_arg.split(","))
     templates_bytes = (work / "templates.npy").stat().st_size
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
         "--method", "direct", "--precision", "single"]
     common = ["--device", args.device, "mfilter", str(work / "templates.npy"),
-              str(work / "data.npy"), *method, "--detect", "--threshold", args.threshold,
+              data_arg, *method, "--detect", "--threshold", args.threshold,
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
-              "template_length": args.length, "data": "float32 .npy", "data_bytes": data_bytes,
+              "template_length": args.length,
+              "data": "float32 .npy" if args.data_format == "npy"
+              else "float32 SAC, one file per channel", "data_bytes": data_bytes,
               "templates_file": "float32 .npy", "templates_bytes": templates_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",
               "time": "wall clock of the whole command, fresh processes",

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -32,6 +34,12 @@ Waveforms parse_mseed(std::span<const std::byte>, std::string_view) {
   no_mseed();
 }
 Waveforms read_mseed(const std::filesystem::path&) {
+  no_mseed();
+}
+std::vector<MseedRecord> scan_mseed(const std::filesystem::path&) {
+  no_mseed();
+}
+Array read_mseed_record(const std::filesystem::path&, const MseedRecord&) {
   no_mseed();
 }
 std::vector<std::byte> serialize_mseed(const Waveforms&, const MseedWriteOptions&) {
@@ -89,6 +97,8 @@ class LibmseedSession {
 
 // Zeros after the copy of the input: more than libmseed's largest over-read (192 bytes, below).
 constexpr std::size_t kPadding = 512;
+// Bytes of a file held at once while scanning its records.
+constexpr std::int64_t kScanChunk = std::int64_t{16} << 20;
 
 // Frees a record on every path out. `borrowed` records point at our samples, which must not be
 // freed with them.
@@ -260,18 +270,42 @@ Trace record_trace(const MSRecord* msr, const std::string& name, std::int64_t of
 
 }  // namespace
 
-Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_view) {
-  const std::string name(name_view);
-  if (bytes.empty()) throw IoError(name + ": empty file, expected miniSEED records");
-  // libmseed takes `char*`; give it a private copy rather than casting const away, with zero
-  // padding to absorb its small reads past the end of the last record (see check_record).
-  const auto size = static_cast<std::int64_t>(bytes.size());
-  std::vector<char> buf(bytes.size() + kPadding, '\0');
-  std::memcpy(buf.data(), bytes.data(), bytes.size());
+namespace {
 
+// The bytes of a miniSEED input from `offset` on: at least min(size - offset, MAXRECLEN) of them
+// at the returned pointer, followed by kPadding zeros (libmseed reads a little past a record).
+class RecordWindow {
+ public:
+  using Read = std::function<void(std::byte* out, std::int64_t count, std::int64_t offset)>;
+  RecordWindow(std::int64_t size, std::int64_t chunk, Read read)
+      : size_(size), chunk_(std::max<std::int64_t>(chunk, MAXRECLEN)), read_(std::move(read)) {}
+
+  char* at(std::int64_t offset) {
+    const std::int64_t want = std::min<std::int64_t>(size_ - offset, MAXRECLEN);
+    if (offset < base_ || offset + want > base_ + held_) {
+      held_ = std::min(size_ - offset, chunk_);
+      buf_.assign(static_cast<std::size_t>(held_) + kPadding, '\0');
+      read_(reinterpret_cast<std::byte*>(buf_.data()), held_, offset);
+      base_ = offset;
+    }
+    return buf_.data() + (offset - base_);
+  }
+
+ private:
+  std::int64_t size_, chunk_;
+  Read read_;
+  std::vector<char> buf_;
+  std::int64_t base_ = 0, held_ = 0;
+};
+
+// Parses and decodes every record of `name` (`size` bytes read through `window`), checking each
+// as read_mseed does, and calls on_record(msr, offset, record length) for every numeric record.
+template <class OnRecord>
+void walk_records(const std::string& name, std::int64_t size, RecordWindow& window,
+                  const OnRecord& on_record) {
+  if (size == 0) throw IoError(name + ": empty file, expected miniSEED records");
   LibmseedSession session;
   RecordGuard rec;
-  Waveforms records;
   std::int64_t offset = 0;
   while (offset < size) {
     const std::int64_t remaining = size - offset;
@@ -279,7 +313,7 @@ Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_vi
     if (remaining < 48)
       throw IoError(at() + ": truncated: a miniSEED header is 48 bytes, " +
                     std::to_string(remaining) + " remain");
-    char* p = buf.data() + offset;
+    char* p = window.at(offset);
     const int avail = static_cast<int>(std::min<std::int64_t>(remaining, MAXRECLEN));
     std::int64_t reclen = ms_detect(p, avail);
     if (reclen < 0)
@@ -313,11 +347,68 @@ Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_vi
     if (g_log.find("integrity check") != std::string::npos)
       throw IoError(at() + ": corrupt compressed data" + LibmseedSession::messages());
     g_log.clear();
-    if (rec.msr->numsamples > 0 && rec.msr->sampletype != 'a')
-      records.traces.push_back(record_trace(rec.msr, name, offset));
+    if (rec.msr->numsamples > 0 && rec.msr->sampletype != 'a') on_record(rec.msr, offset, reclen);
     offset += reclen;
   }
+}
+
+// Reads from a file (IoError naming it when it holds fewer bytes than it did when opened).
+RecordWindow::Read file_reader(const std::string& name, std::shared_ptr<InputFile> file) {
+  return [name, file](std::byte* out, std::int64_t count, std::int64_t offset) {
+    if (file->read_at(out, count, offset) != count)
+      throw IoError(name + ": truncated while reading: " + std::to_string(count) +
+                    " bytes wanted at byte " + std::to_string(offset));
+  };
+}
+
+}  // namespace
+
+Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name_view) {
+  const std::string name(name_view);
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  RecordWindow window(size, size, [&](std::byte* out, std::int64_t count, std::int64_t offset) {
+    std::memcpy(out, bytes.data() + offset, static_cast<std::size_t>(count));
+  });
+  Waveforms records;
+  walk_records(name, size, window, [&](const MSRecord* msr, std::int64_t offset, std::int64_t) {
+    records.traces.push_back(record_trace(msr, name, offset));
+  });
   return merge_traces(records, false);
+}
+
+std::vector<MseedRecord> scan_mseed(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  auto file = std::make_shared<InputFile>(open_input_file(path));
+  RecordWindow window(file->size, kScanChunk, file_reader(name, file));
+  std::vector<MseedRecord> records;
+  walk_records(name, file->size, window,
+               [&](const MSRecord* msr, std::int64_t offset, std::int64_t length) {
+                 Trace t = record_trace(msr, name, offset);
+                 MseedRecord r{std::move(t), DType::f32, 0, offset, length};
+                 r.dtype = r.trace.data.dtype();
+                 r.samples = r.trace.size();
+                 r.trace.data = Array();
+                 records.push_back(std::move(r));
+               });
+  return records;
+}
+
+Array read_mseed_record(const std::filesystem::path& path, const MseedRecord& record) {
+  const std::string name = path.string();
+  auto file = std::make_shared<InputFile>(open_input_file(path));
+  // The record alone, as if it were the whole input: walk_records checks and decodes it.
+  RecordWindow window(record.length, record.length,
+                      [&](std::byte* out, std::int64_t count, std::int64_t offset) {
+                        file_reader(name, file)(out, count, record.offset + offset);
+                      });
+  Array samples;
+  walk_records(name, record.length, window, [&](const MSRecord* msr, std::int64_t, std::int64_t) {
+    samples = record_trace(msr, name, record.offset).data;
+  });
+  if (samples.size() != record.samples || samples.dtype() != record.dtype)
+    throw IoError(name + ": record at byte offset " + std::to_string(record.offset) +
+                  " changed since the file was scanned");
+  return samples;
 }
 
 Waveforms read_mseed(const std::filesystem::path& path) {

@@ -1,15 +1,19 @@
 // Continuous data read by windows (halfscope/io/seismic_input.hpp, open_seismic_windows): a .npy
-// file, or SAC files holding one channel each, laid out as read_seismic_data lays them out.
+// file, SAC files holding one channel each, or MiniSEED files, laid out as read_seismic_data lays
+// them out.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/dataset.hpp"
 #include "halfscope/io/file.hpp"
+#include "halfscope/io/mseed.hpp"
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/seismic_input.hpp"
+#include "io/merge_plan.hpp"
 #include "io/seismic_align.hpp"
 
 namespace halfscope::io {
@@ -80,6 +84,134 @@ class SacSamples final : public SampleSource {
   std::int64_t length_;
 };
 
+// MiniSEED files: every record placed where read_seismic_data places its samples (the records of
+// each file joined as read_mseed joins them, then every file's segments merged with gaps
+// zero-filled and overlaps dropped as merge_traces does, then the channels aligned); a window
+// decodes only the records it overlaps.
+class MseedSamples final : public SampleSource {
+ public:
+  struct File {
+    std::string path;
+    std::vector<MseedRecord> records;
+  };
+  // Samples [begin, end) of one record landing at `dest` of its channel's row.
+  struct Piece {
+    std::size_t file = 0, record = 0;
+    std::int64_t begin = 0, end = 0, dest = 0;
+  };
+  MseedSamples(std::string spec, std::vector<File> files, std::vector<std::vector<Piece>> rows,
+               std::int64_t length, DType dtype)
+      : spec_(std::move(spec)),
+        files_(std::move(files)),
+        rows_(std::move(rows)),
+        length_(length),
+        dtype_(dtype) {}
+
+  [[nodiscard]] Shape shape() const override {
+    return {static_cast<std::int64_t>(rows_.size()), length_};
+  }
+  [[nodiscard]] DType dtype() const override { return dtype_; }
+  [[nodiscard]] std::string name() const override { return spec_; }
+  [[nodiscard]] std::string describe() const override {
+    return spec_ + " (" + std::string(dtype_name(dtype_)) + shape_to_string(shape()) + ")";
+  }
+
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    if (begin < 0 || begin > end || end > length_)
+      throw InvalidInput(spec_ + ": samples [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + "): expected a window inside [0, " +
+                         std::to_string(length_) + ")");
+    const std::int64_t n = end - begin, item = dtype_size(dtype_);
+    Array out = Array::zeros(dtype_, {static_cast<std::int64_t>(rows_.size()), n});
+    auto* bytes = static_cast<std::byte*>(out.data());
+    for (std::size_t c = 0; c < rows_.size(); ++c) {
+      const std::vector<Piece>& row = rows_[c];
+      // The first piece that ends after `begin` (pieces lie in order of their destination).
+      auto it = std::partition_point(row.begin(), row.end(), [&](const Piece& p) {
+        return p.dest + (p.end - p.begin) <= begin;
+      });
+      for (; it != row.end() && it->dest < end; ++it) {
+        const std::int64_t lo = std::max(begin, it->dest);
+        const std::int64_t hi = std::min(end, it->dest + (it->end - it->begin));
+        const File& f = files_[it->file];
+        const Array samples = read_mseed_record(f.path, f.records[it->record]);
+        const std::int64_t first = it->begin + (lo - it->dest);
+        const Array part = samples.slice(0, first, first + (hi - lo)).astype(dtype_);
+        std::memcpy(bytes + (static_cast<std::int64_t>(c) * n + lo - begin) * item, part.data(),
+                    static_cast<std::size_t>(part.nbytes()));
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::string spec_;
+  std::vector<File> files_;
+  std::vector<std::vector<Piece>> rows_;  // per channel, in the aligned order
+  std::int64_t length_;
+  DType dtype_;
+};
+
+// MiniSEED files by windows: only the records' placement is kept (scan_mseed decodes each record
+// once to check it, as read_mseed does).
+WindowedData mseed_windows(const std::string& spec, const std::vector<std::string>& paths) {
+  std::vector<MseedSamples::File> files;
+  // Each file's records joined as read_mseed joins them: segments of whole records.
+  struct Segment {
+    std::size_t file;
+    detail::PlannedTrace trace;
+  };
+  std::vector<Segment> segments;
+  std::vector<detail::TraceMeta> segment_metas;
+  for (const std::string& p : paths) {
+    files.push_back({p, scan_mseed(p)});
+    const auto& records = files.back().records;
+    std::vector<detail::TraceMeta> metas;
+    for (const MseedRecord& r : records)
+      metas.push_back({r.trace.id(), r.trace.start_ns, r.trace.sample_rate, r.dtype, r.samples});
+    for (detail::PlannedTrace& t : detail::plan_merge(metas, false).traces) {
+      detail::TraceMeta m = metas[static_cast<std::size_t>(t.head)];
+      m.size = t.count;
+      segment_metas.push_back(m);
+      segments.push_back({files.size() - 1, std::move(t)});
+    }
+  }
+  // Every file's segments merged with gaps filled, then the channels aligned.
+  const detail::MergePlan merged = detail::plan_merge(segment_metas, true);
+  std::vector<detail::ChannelInfo> channels;
+  for (const detail::PlannedTrace& t : merged.traces) {
+    const detail::TraceMeta& m = segment_metas[static_cast<std::size_t>(t.head)];
+    channels.push_back({m.id, m.start_ns, trace_end_ns(m.start_ns, t.count, m.sample_rate), t.count,
+                        m.sample_rate, m.dtype == DType::f32});
+  }
+  detail::Alignment a = detail::align_channels(channels, merged.gaps, spec);
+  std::vector<std::vector<MseedSamples::Piece>> rows(a.order.size());
+  for (std::size_t c = 0; c < a.order.size(); ++c) {
+    std::int64_t dest = a.offsets[c];
+    for (const detail::PlanPiece& piece : merged.traces[a.order[c]].pieces) {
+      if (piece.input >= 0) {
+        // Samples [piece.begin, piece.end) of a segment: the parts of its records in that range.
+        const Segment& seg = segments[static_cast<std::size_t>(piece.input)];
+        std::int64_t at = 0;  // the segment's sample where the record piece starts
+        for (const detail::PlanPiece& rp : seg.trace.pieces) {
+          const std::int64_t len = rp.end - rp.begin;
+          const std::int64_t lo = std::max(piece.begin, at), hi = std::min(piece.end, at + len);
+          if (hi > lo)
+            rows[c].push_back({seg.file, static_cast<std::size_t>(rp.input), rp.begin + (lo - at),
+                               rp.begin + (hi - at), dest + (lo - piece.begin)});
+          at += len;
+        }
+      }
+      dest += piece.end - piece.begin;
+    }
+  }
+  WindowedData w;
+  w.samples = std::make_unique<MseedSamples>(spec, std::move(files), std::move(rows), a.length,
+                                             a.all_f32 ? DType::f32 : DType::f64);
+  w.info = std::move(a.info);
+  return w;
+}
+
 }  // namespace
 
 WindowedData open_seismic_windows(const std::string& spec) {
@@ -92,10 +224,12 @@ WindowedData open_seismic_windows(const std::string& spec) {
     w.info.source = spec;
     return w;
   }
-  const bool sac = std::all_of(paths.begin(), paths.end(), [](const std::string& p) {
-    return !p.empty() && format_of(p) == Format::sac;
-  });
-  if (!sac) return w;  // MiniSEED (records to merge), mixed lists and bad names: read whole
+  const auto all = [&](Format f) {
+    return std::all_of(paths.begin(), paths.end(),
+                       [&](const std::string& p) { return !p.empty() && format_of(p) == f; });
+  };
+  if (all(Format::mseed)) return mseed_windows(spec, paths);
+  if (!all(Format::sac)) return w;  // mixed lists and empty names: read whole
   std::vector<SacSamples::Channel> files;
   std::vector<detail::ChannelInfo> channels;
   for (const std::string& p : paths) {

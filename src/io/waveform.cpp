@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "halfscope/core/error.hpp"
+#include "io/merge_plan.hpp"
 
 namespace halfscope::io {
 
@@ -79,48 +80,6 @@ bool same_rate(double a, double b) {
   return std::abs(a - b) <= 1e-6 * std::max(a, b);
 }
 
-// A segment under construction: its first trace's metadata and the pieces to concatenate, where a
-// piece is either a trace's data or a run of zero samples.
-struct Piece {
-  Array data;              // empty for a zero run
-  std::int64_t zeros = 0;  // length of the zero run
-};
-
-struct Segment {
-  Trace head;  // metadata of the first trace; its data is replaced at the end
-  std::vector<Piece> pieces;
-  std::int64_t count = 0;
-
-  [[nodiscard]] std::int64_t end_ns() const {
-    return saturating_add(head.start_ns, span_ns(count, head.sample_rate));
-  }
-
-  Trace finish() {
-    Trace t = std::move(head);
-    if (pieces.size() == 1 && pieces[0].zeros == 0) {
-      t.data = pieces[0].data;  // nothing to join: keep the input's array
-      return t;
-    }
-    const DType dtype = t.data.dtype();
-    Array out(dtype, Shape{count});
-    auto* dst = static_cast<unsigned char*>(out.data());
-    const std::int64_t item = dtype_size(dtype);
-    for (const Piece& p : pieces) {
-      if (p.data.empty()) {
-        std::memset(dst, 0,
-                    static_cast<std::size_t>(p.zeros * item));  // 0 and 0.0 are all-zero bits
-        dst += p.zeros * item;
-      } else {
-        const Array c = p.data.contiguous();
-        std::memcpy(dst, c.data(), static_cast<std::size_t>(c.nbytes()));
-        dst += c.nbytes();
-      }
-    }
-    t.data = out;
-    return t;
-  }
-};
-
 }  // namespace
 
 std::string Trace::id() const {
@@ -136,75 +95,129 @@ std::int64_t Trace::end_ns() const {
   return trace_end_ns(start_ns, size(), sample_rate);
 }
 
-Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {
+namespace detail {
+
+MergePlan plan_merge(const std::vector<TraceMeta>& in, bool fill_gaps_with_zero) {
   std::vector<std::string> order;
-  std::unordered_map<std::string, std::vector<const Trace*>> groups;
-  for (const Trace& t : in.traces) {
-    if (t.size() == 0) continue;  // an empty segment adds no samples and no timing
-    check_trace(t);
-    auto [it, inserted] = groups.try_emplace(t.id());
-    if (inserted) order.push_back(t.id());
-    it->second.push_back(&t);
+  std::unordered_map<std::string, std::vector<std::int64_t>> groups;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i].size == 0) continue;  // an empty segment adds no samples and no timing
+    auto [it, inserted] = groups.try_emplace(in[i].id);
+    if (inserted) order.push_back(in[i].id);
+    it->second.push_back(static_cast<std::int64_t>(i));
   }
 
-  Waveforms out;
+  MergePlan out;
   for (const std::string& id : order) {
     auto& group = groups[id];
-    std::stable_sort(group.begin(), group.end(),
-                     [](const Trace* a, const Trace* b) { return a->start_ns < b->start_ns; });
-    Segment cur;
+    const auto meta = [&](std::int64_t i) -> const TraceMeta& {
+      return in[static_cast<std::size_t>(i)];
+    };
+    std::stable_sort(group.begin(), group.end(), [&](std::int64_t a, std::int64_t b) {
+      return meta(a).start_ns < meta(b).start_ns;
+    });
+    PlannedTrace cur;
     bool open = false;
-    for (const Trace* t : group) {
-      const std::int64_t n = t->size();
-      if (open && (!same_rate(cur.head.sample_rate, t->sample_rate) ||
-                   cur.head.data.dtype() != t->data.dtype())) {
-        out.traces.push_back(cur.finish());
+    const auto start = [&](std::int64_t i) {
+      cur = PlannedTrace{i, meta(i).size, {PlanPiece{i, 0, meta(i).size}}};
+      open = true;
+    };
+    for (const std::int64_t i : group) {
+      const TraceMeta& t = meta(i);
+      const std::int64_t n = t.size;
+      if (open && (!same_rate(meta(cur.head).sample_rate, t.sample_rate) ||
+                   meta(cur.head).dtype != t.dtype)) {
+        out.traces.push_back(std::move(cur));
         open = false;
       }
       if (!open) {
-        cur = Segment{*t, {Piece{t->data, 0}}, n};
-        open = true;
+        start(i);
         continue;
       }
-      const double rate = cur.head.sample_rate;
-      const std::int64_t expected = cur.end_ns();
+      const double rate = meta(cur.head).sample_rate;
+      const std::int64_t expected = trace_end_ns(meta(cur.head).start_ns, cur.count, rate);
       const double period_ns = 1e9 / rate;
       const std::int64_t missing =
-          saturate((static_cast<double>(t->start_ns) - static_cast<double>(expected)) / period_ns);
+          saturate((static_cast<double>(t.start_ns) - static_cast<double>(expected)) / period_ns);
       if (missing == 0) {
-        cur.pieces.push_back({t->data, 0});
+        cur.pieces.push_back({i, 0, n});
         cur.count += n;
         continue;
       }
       if (missing > 0) {
-        out.gaps.push_back({id, expected, t->start_ns, missing});
+        out.gaps.push_back({id, expected, t.start_ns, missing});
         if (fill_gaps_with_zero) {
           if (missing > kMaxFilledSamples - cur.count - n)
             throw InvalidInput(id + ": zero-filling the gap of " + std::to_string(missing) +
                                " samples from " + format_iso8601(expected, 6) +
                                " would make a trace longer than 2^28 samples; merge without "
                                "filling");
-          cur.pieces.push_back({Array(), missing});
-          cur.pieces.push_back({t->data, 0});
+          cur.pieces.push_back({-1, 0, missing});
+          cur.pieces.push_back({i, 0, n});
           cur.count += missing + n;
           continue;
         }
       } else {
         const std::int64_t dropped = std::min(n, -missing);
-        out.gaps.push_back({id, t->start_ns, std::min(expected, t->end_ns()), -dropped});
+        out.gaps.push_back({id, t.start_ns,
+                            std::min(expected, trace_end_ns(t.start_ns, n, t.sample_rate)),
+                            -dropped});
         if (fill_gaps_with_zero) {
           // Keep the earlier segment's samples; the later one continues after the overlap.
           if (dropped < n) {
-            cur.pieces.push_back({t->data.slice(0, dropped, n), 0});
+            cur.pieces.push_back({i, dropped, n});
             cur.count += n - dropped;
           }
           continue;
         }
       }
-      out.traces.push_back(cur.finish());
-      cur = Segment{*t, {Piece{t->data, 0}}, n};
+      out.traces.push_back(std::move(cur));
+      start(i);
     }
-    if (open) out.traces.push_back(cur.finish());
+    if (open) out.traces.push_back(std::move(cur));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+Waveforms merge_traces(const Waveforms& in, bool fill_gaps_with_zero) {
+  std::vector<detail::TraceMeta> metas;
+  for (const Trace& t : in.traces) {
+    if (t.size() > 0) check_trace(t);
+    metas.push_back({t.id(), t.start_ns, t.sample_rate,
+                     t.data.empty() ? DType::f32 : t.data.dtype(), t.size()});
+  }
+  const detail::MergePlan plan = detail::plan_merge(metas, fill_gaps_with_zero);
+  Waveforms out;
+  out.gaps = plan.gaps;
+  for (const detail::PlannedTrace& pt : plan.traces) {
+    const Trace& head = in.traces[static_cast<std::size_t>(pt.head)];
+    Trace t{head.network,  head.station,     head.location, head.channel,
+            head.start_ns, head.sample_rate, Array()};
+    const auto& first = pt.pieces.front();
+    if (pt.pieces.size() == 1 && first.input >= 0) {
+      t.data = head.data;  // nothing to join: keep the input's array
+      out.traces.push_back(std::move(t));
+      continue;
+    }
+    const DType dtype = head.data.dtype();
+    Array data(dtype, Shape{pt.count});
+    auto* dst = static_cast<unsigned char*>(data.data());
+    const std::int64_t item = dtype_size(dtype);
+    for (const detail::PlanPiece& p : pt.pieces) {
+      const std::int64_t bytes = (p.end - p.begin) * item;
+      if (p.input < 0) {
+        std::memset(dst, 0, static_cast<std::size_t>(bytes));  // 0 and 0.0 are all-zero bits
+      } else {
+        const Array c =
+            in.traces[static_cast<std::size_t>(p.input)].data.slice(0, p.begin, p.end).contiguous();
+        std::memcpy(dst, c.data(), static_cast<std::size_t>(bytes));
+      }
+      dst += bytes;
+    }
+    t.data = data;
+    out.traces.push_back(std::move(t));
   }
   return out;
 }

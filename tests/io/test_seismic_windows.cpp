@@ -1,8 +1,9 @@
 // DATA opened for reading by windows (io::open_seismic_windows, what MPI ranks read): SAC files of
 // one channel each, listed out of order, starting at different times (one off the sample grid),
-// of different lengths and byte orders, give every window and every SeismicData field exactly as
-// read_seismic_data gives them; the lists that must be read whole get no source; bad files are
-// refused with read_seismic_data's own messages.
+// of different lengths and byte orders, and MiniSEED files whose channels have gaps, overlaps,
+// segments in two files, integer and float records, give every window and every SeismicData
+// field exactly as read_seismic_data gives them; the lists that must be read whole get no source;
+// bad files are refused with read_seismic_data's own messages.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
+#include "halfscope/io/mseed.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/seismic_input.hpp"
@@ -42,14 +44,14 @@ std::string three_channels(const test::TempDir& dir) {
          (dir / "s1.sac").string();
 }
 
-TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
-  const test::TempDir dir;
-  const std::string spec = three_channels(dir);
+// Every field and the given windows of open_seismic_windows(spec) equal read_seismic_data(spec).
+void expect_windows_equal_whole(const std::string& spec, std::size_t min_gaps,
+                                std::vector<std::pair<std::int64_t, std::int64_t>> windows) {
   const SeismicData whole = read_seismic_data(spec);
   const WindowedData w = open_seismic_windows(spec);
   ASSERT_TRUE(w.samples);
   EXPECT_EQ(w.samples->shape(), whole.data.shape());
-  EXPECT_EQ(w.samples->dtype(), DType::f32);
+  EXPECT_EQ(w.samples->dtype(), whole.data.dtype());
   EXPECT_EQ(w.samples->name(), spec);
   EXPECT_EQ(w.info.channel_ids, whole.channel_ids);
   EXPECT_EQ(w.info.start_ns, whole.start_ns);
@@ -57,7 +59,7 @@ TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
   EXPECT_EQ(w.info.notes, whole.notes);
   EXPECT_EQ(w.info.source, whole.source);
   ASSERT_EQ(w.info.gaps.size(), whole.gaps.size());
-  ASSERT_GE(whole.gaps.size(), 3u);  // the pads: the comparison means something
+  EXPECT_GE(whole.gaps.size(), min_gaps);  // gaps, overlaps, pads: the comparison means something
   for (std::size_t i = 0; i < whole.gaps.size(); ++i) {
     EXPECT_EQ(w.info.gaps[i].id, whole.gaps[i].id);
     EXPECT_EQ(w.info.gaps[i].start_ns, whole.gaps[i].start_ns);
@@ -65,13 +67,49 @@ TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
     EXPECT_EQ(w.info.gaps[i].missing_samples, whole.gaps[i].missing_samples);
   }
   const std::int64_t L = whole.data.dim(1);
-  for (const auto& [a, b] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {0, L}, {0, 1}, {L - 1, L}, {40, 60}, {45, 5100}, {4990, 8200}, {8100, L}, {77, 77}})
+  windows.insert(windows.end(), {{0, L}, {0, 1}, {L - 1, L}, {77, 77}});
+  for (const auto& [a, b] : windows)
     EXPECT_TRUE(same_bytes(whole.data.slice(1, a, b).contiguous(), w.samples->read(a, b)))
         << "[" << a << ", " << b << ")";
   EXPECT_EQ(message_of<InvalidInput>([&] { (void)w.samples->read(5, L + 1); }),
             spec + ": samples [5, " + std::to_string(L + 1) + "): expected a window inside [0, " +
                 std::to_string(L) + ")");
+}
+
+TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
+  const test::TempDir dir;
+  expect_windows_equal_whole(three_channels(dir), 3,
+                             {{40, 60}, {45, 5100}, {4990, 8200}, {8100, 9100}});
+}
+
+Trace int_trace(const std::string& sta, std::int64_t start, std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> step(-300, 300);
+  Array data(DType::i32, {n});
+  std::int32_t v = 0;
+  for (std::int64_t k = 0; k < n; ++k) data.data_as<std::int32_t>()[k] = v += step(rng);
+  return Trace{"XX", sta, "00", "HHZ", start, 100.0, std::move(data)};
+}
+
+TEST(SeismicWindows, MseedChannelsEqualReadSeismicData) {
+  // 100 Hz, 512-byte records. STA0 (int32, Steim-2): 3000 samples, a gap of 50, 2000 samples,
+  // then in the second file 1500 samples overlapping the end by 30. STA1 (float32) starts 0.25 s
+  // later, in the second file. STA2 (int32) starts 0.4567 s off the grid, in the first file.
+  const test::TempDir dir;
+  constexpr std::int64_t P = 10'000'000;  // ns per sample
+  const Trace a1 = int_trace("STA0", kT0, 3000, 1);
+  const Trace a2 = int_trace("STA0", kT0 + 3050 * P, 2000, 2);
+  const Trace a3 = int_trace("STA0", kT0 + 5020 * P, 1500, 3);
+  const Trace b = trace("STA1", kT0 + 25 * P, 6000, 4);
+  const Trace c = int_trace("STA2", kT0 + 45'670'000, 4000, 5);
+  write_mseed(dir / "one.mseed", Waveforms{{a1, c, a2}, {}}, {MseedIntEncoding::steim2, 512});
+  write_mseed(dir / "two.mseed", Waveforms{{b, a3}, {}}, {MseedIntEncoding::steim2, 512});
+  const std::string spec = (dir / "two.mseed").string() + "," + (dir / "one.mseed").string();
+  expect_windows_equal_whole(
+      spec, 5, {{2990, 3060}, {3049, 3051}, {5000, 5100}, {5049, 5051}, {100, 6400}, {6480, 6520}});
+  // Float32 records alone stay float32, as read_seismic_data keeps them.
+  write_mseed(dir / "f.mseed", Waveforms{{b}, {}}, {MseedIntEncoding::steim2, 512});
+  expect_windows_equal_whole((dir / "f.mseed").string(), 0, {{10, 4000}});
 }
 
 TEST(SeismicWindows, NpyAndWhatMustBeReadWhole) {
@@ -118,6 +156,16 @@ TEST(SeismicWindows, BadFilesRefusedAsReadSeismicDataRefusesThem) {
   const std::string io = message_of<IoError>([&] { (void)read_seismic_data(cut); });
   EXPECT_NE(io.find("cut.sac: truncated"), std::string::npos) << io;
   EXPECT_EQ(message_of<IoError>([&] { (void)open_seismic_windows(cut); }), io);
+  // A MiniSEED file cut inside its third record.
+  write_mseed(dir / "m.mseed", Waveforms{{trace("M", kT0, 1000, 8)}, {}},
+              {MseedIntEncoding::steim2, 512});
+  const auto m = read_file_bytes(dir / "m.mseed");
+  std::ofstream(dir / "mcut.mseed", std::ios::binary)
+      .write(reinterpret_cast<const char*>(m.data()), 2 * 512 + 300);
+  const std::string mcut = (dir / "mcut.mseed").string();
+  const std::string mio = message_of<IoError>([&] { (void)read_seismic_data(mcut); });
+  EXPECT_NE(mio.find("record at byte offset 1024: truncated"), std::string::npos) << mio;
+  EXPECT_EQ(message_of<IoError>([&] { (void)open_seismic_windows(mcut); }), mio);
 }
 
 }  // namespace

@@ -28,6 +28,23 @@ def run(args, ranks=None, env=None, timeout=120):
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def assert_ranks_equal_plain(d, args, min_lines, splits=((2, []), (4, ["--time-parts", "4"]))):
+    """`args` run plainly and under each (ranks, extra arguments): the correlation .npy and the
+    detections CSV byte for byte the plain CLI's. Returns the plain CSV, of at least `min_lines`
+    lines (header included)."""
+    plain = run([*args, "-o", d / "plain.npy", "--detections", d / "plain.csv"])
+    assert plain.returncode == 0, plain.stderr
+    csv = (d / "plain.csv").read_bytes()
+    assert csv.count(b"\n") >= min_lines, csv
+    for ranks, split in splits:
+        out, found = d / f"mpi{ranks}.npy", d / f"mpi{ranks}.csv"
+        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / "plain.npy").read_bytes()
+        assert found.read_bytes() == csv
+    return csv
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """20 templates (two tiles of 16: on 4 ranks a grid of 2 template groups x 2 time parts),
@@ -176,16 +193,7 @@ def test_ranks_reading_a_long_day_by_windows_equal_the_plain_cli(long_day, name)
     d = long_day
     args = ["mfilter", d / "templates.npy", d / name, "--device", "cpu", "--precision", "single",
             "--normalize", "full", "--detect", "--threshold", "8", "--min-separation", "100"]
-    plain = run([*args, "-o", d / "plain.npy", "--detections", d / "plain.csv"])
-    assert plain.returncode == 0, plain.stderr
-    csv = (d / "plain.csv").read_bytes()
-    assert csv.count(b"\n") >= 6, csv  # the five planted events
-    for ranks, split in ((2, []), (4, ["--time-parts", "4"])):
-        out, found = d / f"mpi{ranks}.npy", d / f"mpi{ranks}.csv"
-        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
-        assert r.returncode == 0, r.stderr
-        assert out.read_bytes() == (d / "plain.npy").read_bytes()
-        assert found.read_bytes() == csv
+    assert_ranks_equal_plain(d, args, 6)  # the five planted events
 
 
 def test_ranks_name_a_non_finite_sample_of_the_file_once(long_day):
@@ -230,16 +238,7 @@ def test_ranks_reading_the_templates_by_groups_equal_the_plain_cli(bank):
     d = bank
     args = ["mfilter", d / "bank.npy", d / "data.npy", "--device", "cpu", "--precision", "split",
             "--detect", "--threshold", "8", "--min-separation", "100"]
-    plain = run([*args, "-o", d / "plain.npy", "--detections", d / "plain.csv"])
-    assert plain.returncode == 0, plain.stderr
-    csv = (d / "plain.csv").read_bytes()
-    assert csv.count(b"\n") >= 4, csv  # the three planted events
-    for ranks in (2, 4):
-        out, found = d / f"mpi{ranks}.npy", d / f"mpi{ranks}.csv"
-        r = run([*args, "-o", out, "--detections", found], ranks=ranks)
-        assert r.returncode == 0, r.stderr
-        assert out.read_bytes() == (d / "plain.npy").read_bytes()
-        assert found.read_bytes() == csv
+    assert_ranks_equal_plain(d, args, 4, splits=((2, []), (4, [])))  # the three planted events
 
 
 def test_ranks_name_a_non_finite_template_value_of_the_file_once(bank):
@@ -291,13 +290,38 @@ def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
     args = ["mfilter", tmp_path / "templates.npy", spec, "--device", "cpu", "--precision",
             "single", "--normalize", "full", "--detect", "--threshold", "2.5",
             "--min-separation", "100"]
-    plain = run([*args, "-o", tmp_path / "plain.npy", "--detections", tmp_path / "plain.csv"])
-    assert plain.returncode == 0, plain.stderr
-    csv = (tmp_path / "plain.csv").read_bytes()
-    assert csv.count(b"\n") >= 6 and b"2024-03-01T00:00:" in csv, csv
-    for ranks, split in ((2, []), (4, ["--time-parts", "4"])):
-        out, found = tmp_path / f"mpi{ranks}.npy", tmp_path / f"mpi{ranks}.csv"
-        r = run([*args, *split, "-o", out, "--detections", found], ranks=ranks)
-        assert r.returncode == 0, r.stderr
-        assert out.read_bytes() == (tmp_path / "plain.npy").read_bytes()
-        assert found.read_bytes() == csv
+    csv = assert_ranks_equal_plain(tmp_path, args, 6)
+    assert b"2024-03-01T00:00:" in csv, csv
+
+
+@pytest.mark.filterwarnings("ignore:File will be written with more than one different encodings")
+def test_ranks_reading_miniseed_by_windows_equal_the_plain_cli(tmp_path):
+    """MiniSEED written by ObsPy (Steim-2 integers and float32 records, 512-byte records, a
+    channel with a gap and an overlap, one channel continued in a second file): each rank decodes
+    only the records of its windows; correlation and detections equal the plain CLI's bytes."""
+    obspy = pytest.importorskip("obspy")
+    rng = np.random.default_rng(15)
+    T, K = 5, 32
+    t0 = obspy.UTCDateTime("2024-03-01T00:00:00")
+    templates = rng.standard_normal((T, 3, K)).astype(np.float32)
+
+    def trace(sta, start, data):
+        tr = obspy.Trace(data=data)
+        tr.stats.network, tr.stats.station, tr.stats.channel = "XX", sta, "HHZ"
+        tr.stats.sampling_rate = 100.0
+        tr.stats.starttime = t0 + start
+        return tr
+
+    ints = lambda n: np.cumsum(rng.integers(-300, 300, n)).astype(np.int32)  # noqa: E731
+    one = obspy.Stream([trace("A", 0.0, ints(20000)), trace("A", 200.5, ints(9000)),
+                        trace("B", 0.3, rng.standard_normal(30000).astype(np.float32))])
+    two = obspy.Stream([trace("A", 290.2, ints(8000)),
+                        trace("C", 1.0, ints(29000))])
+    one.write(str(tmp_path / "one.mseed"), format="MSEED", reclen=512)
+    two.write(str(tmp_path / "two.mseed"), format="MSEED", reclen=512)
+    np.save(tmp_path / "templates.npy", templates)
+    spec = f"{tmp_path / 'two.mseed'},{tmp_path / 'one.mseed'}"
+    args = ["mfilter", tmp_path / "templates.npy", spec, "--device", "cpu", "--precision",
+            "single", "--normalize", "full", "--detect", "--threshold", "1.2",
+            "--min-separation", "500"]
+    assert_ranks_equal_plain(tmp_path, args, 2)

@@ -54,6 +54,26 @@ Waveforms parse_mseed(std::span<const std::byte> bytes, std::string_view name);
 /// Reads a miniSEED file (see parse_mseed).
 Waveforms read_mseed(const std::filesystem::path& path);
 
+/// One record with samples (not a text record) of a miniSEED file, found by scan_mseed: its
+/// trace's codes, start time and rate (`trace.data` empty), the type and count of its samples,
+/// and where it lies in the file.
+struct MseedRecord {
+  Trace trace;
+  DType dtype = DType::i32;
+  std::int64_t samples = 0;
+  std::int64_t offset = 0, length = 0;  // bytes
+};
+
+/// The records of a miniSEED file in file order, the file read in pieces of 16 MiB (never whole)
+/// and every record parsed, decoded and checked as read_mseed does (the same IoError messages),
+/// its samples then dropped: what a reader of windows of the data needs to place every record
+/// as read_mseed and merge_traces place it.
+std::vector<MseedRecord> scan_mseed(const std::filesystem::path& path);
+
+/// The samples of one record found by scan_mseed (int32, float32 or float64), decoded and checked
+/// again; IoError naming the file when the record is no longer what the scan found.
+Array read_mseed_record(const std::filesystem::path& path, const MseedRecord& record);
+
 /// The miniSEED records of every trace, in memory. int32 traces are written as Steim-2 (or the
 /// chosen encoding), float32 as FLOAT32, float64 as FLOAT64; int8/int16/uint8/uint16 are widened
 /// to int32 and float16/bfloat16 to float32. Codes must fit miniSEED 2 (network and location 2

@@ -63,19 +63,24 @@ def make_inputs(work, templates, channels, samples, length, seed=5):
     np.save(work / "templates.npy", t)
 
 
-def write_sac_channels(work, channels):
-    """The data as SAC files of one channel each (ObsPy), 100 Hz, the same samples: the DATA
-    argument is their comma-separated list."""
-    import obspy  # only for --data-format sac
+def write_waveform_channels(work, channels, fmt):
+    """The data as waveform files of one channel each (ObsPy), 100 Hz: SAC (float32, the same
+    samples) or MiniSEED (the samples times 1000 rounded to int32, Steim-2 in 4096-byte records,
+    as a seismometer's counts are stored). The DATA argument is their comma-separated list."""
+    import obspy  # only for --data-format sac / mseed
     data = np.load(work / "data.npy", mmap_mode="r")
     names = []
     for c in range(channels):
-        tr = obspy.Trace(data=np.ascontiguousarray(data[c]))
+        x = np.ascontiguousarray(data[c])
+        tr = obspy.Trace(data=x if fmt == "sac" else np.rint(x * 1000).astype(np.int32))
         tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"S{c:03d}", "HHZ"
         tr.stats.sampling_rate = 100.0
         tr.stats.starttime = obspy.UTCDateTime("2024-03-01T00:00:00")
-        names.append(str(work / f"c{c:03d}.sac"))
-        tr.write(names[-1], format="SAC")
+        names.append(str(work / f"c{c:03d}.{fmt}"))
+        if fmt == "sac":
+            tr.write(names[-1], format="SAC")
+        else:
+            tr.write(names[-1], format="MSEED", encoding="STEIM2", reclen=4096)
     return ",".join(names)
 
 
@@ -124,16 +129,17 @@ def main(argv=None):
     ap.add_argument("--threshold", default="8", help="absolute threshold of the stack")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--data-format", default="npy", choices=["npy", "sac"],
-                    help="DATA as one .npy or as SAC files of one channel each (needs ObsPy)")
+    ap.add_argument("--data-format", default="npy", choices=["npy", "sac", "mseed"],
+                    help="DATA as one .npy, or as SAC or MiniSEED files of one channel each "
+                    "(needs ObsPy)")
     args = ap.parse_args(argv)
 
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-mf-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     make_inputs(work, args.templates, args.channels, args.samples, args.length)
     data_arg = str(work / "data.npy")
-    if args.data_format == "sac":
-        data_arg = write_sac_channels(work, args.channels)
+    if args.data_format != "npy":
+        data_arg = write_waveform_channels(work, args.channels, args.data_format)
     data_bytes = sum(pathlib.Path(p).stat().st_size for p in data_arg.split(","))
     templates_bytes = (work / "templates.npy").stat().st_size
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
@@ -143,8 +149,9 @@ def main(argv=None):
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
               "template_length": args.length,
-              "data": "float32 .npy" if args.data_format == "npy"
-              else "float32 SAC, one file per channel", "data_bytes": data_bytes,
+              "data": {"npy": "float32 .npy", "sac": "float32 SAC, one file per channel",
+                       "mseed": "int32 Steim-2 MiniSEED (4096-byte records), one file per "
+                                "channel"}[args.data_format], "data_bytes": data_bytes,
               "templates_file": "float32 .npy", "templates_bytes": templates_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",
               "time": "wall clock of the whole command, fresh processes",

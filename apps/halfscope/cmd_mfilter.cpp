@@ -139,7 +139,8 @@ struct MfJob {
   MfOptions options;
   DetectOptions detect;
   io::SeismicData data;  // data.data stays empty when `samples` reads them by windows
-  /// Under mpirun with a .npy DATA or SAC files of one channel each: read by windows.
+  /// Under mpirun (io::open_seismic_windows: a .npy, SAC files of one channel each, MiniSEED):
+  /// the data, which each rank reads by windows.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicTemplates t;  // t.templates stays empty when `bank` reads them by groups
   /// Under mpirun with a .npy TEMPLATES: the file, of which each rank reads its template group.
@@ -175,7 +176,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   det.min_separation = c.min_separation;
 
   const std::string& data_spec = c.inputs.back();
-  // Ranks read a .npy DATA or SAC files of one channel each by windows (each its share), unless
+  // Ranks read DATA by windows (each its share) where io::open_seismic_windows can, unless
   // templates are cut from the data.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicData data;

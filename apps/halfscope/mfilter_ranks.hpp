@@ -42,11 +42,10 @@ struct MfRun {
 
 /// The matched filtering of one call split over the ranks (halfscope/mpi/mfilter.hpp; only with
 /// several ranks in a build with MPI), each rank reading its template group of `templates` and
-/// its share of `data`: when `want_cc`, the
-/// result written by the ranks into `npy_output` (mpi::write_result_npy, left uncommitted in
-/// cc_file) or, without one, gathered on rank 0; the detections when `detect` is not null, and with
-/// `check` the largest difference from the FP64 CPU reference computed over the ranks too.
-/// `time_parts`: mpi::MfSplit's.
+/// its share of `data`: when `want_cc`, the result written by the ranks into `npy_output`
+/// (mpi::write_result_npy, left uncommitted in cc_file) or, without one, gathered on rank 0; the
+/// detections when `detect` is not null, and with `check` the largest difference from the FP64
+/// CPU reference computed over the ranks too. `time_parts`: mpi::MfSplit's.
 MfRun mfilter_over_ranks(const Globals& g, const io::TemplateSource& templates,
                          const io::SampleSource& data, const MfOptions& options,
                          const MfNetwork& network, const DetectOptions* detect, bool want_cc,

@@ -325,6 +325,11 @@ NpyPartReader::NpyPartReader(const std::filesystem::path& path)
   header_ = read_npy_file_header(file_, name_);
 }
 
+std::string NpyPartReader::describe() const {
+  return name_ + " (" + std::string(dtype_name(header_.dtype)) + shape_to_string(header_.shape) +
+         ")";
+}
+
 void NpyPartReader::read(std::byte* out, std::int64_t count, std::int64_t offset) const {
   const std::lock_guard lock(mutex_);  // one stream: one read at a time
   const std::int64_t got = file_.read_at(out, count, header_.data_offset + offset);

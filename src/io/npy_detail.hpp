@@ -11,6 +11,7 @@
 
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
+#include "halfscope/io/sample_source.hpp"
 
 namespace halfscope::io::detail {
 
@@ -33,6 +34,10 @@ inline DType source_read_type(DType stored) {
   return stored == DType::f32 || stored == DType::f64 ? stored : DType::f64;
 }
 
+/// InvalidInput naming the source (or "data" for one in memory) unless 0 <= begin <= end <= L:
+/// what every SampleSource::read checks first.
+void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end);
+
 /// An opened .npy file whose header is read and checked (read_npy_file_header), for readers of
 /// parts of its data (sample_source.cpp, template_source.cpp). Reads from several threads take
 /// turns on the one file stream.
@@ -41,6 +46,8 @@ class NpyPartReader {
   explicit NpyPartReader(const std::filesystem::path& path);
   [[nodiscard]] const NpyHeader& header() const noexcept { return header_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// "name (dtype[shape])", as the file's array would describe itself.
+  [[nodiscard]] std::string describe() const;
   /// Exactly `count` data bytes from `offset` past the header, in the file's byte order; IoError
   /// naming the file when fewer are there (the file shrank since the header was read).
   void read(std::byte* out, std::int64_t count, std::int64_t offset) const;

@@ -17,14 +17,6 @@ std::string str(std::int64_t v) {
   return std::to_string(v);
 }
 
-void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end) {
-  const std::int64_t L = s.shape()[1];
-  if (begin < 0 || begin > end || end > L)
-    throw InvalidInput((s.name().empty() ? std::string("data") : s.name()) + ": samples [" +
-                       str(begin) + ", " + str(end) + "): expected a window inside [0, " + str(L) +
-                       ")");
-}
-
 class ArraySamples final : public SampleSource {
  public:
   explicit ArraySamples(const Array& data)
@@ -36,7 +28,7 @@ class ArraySamples final : public SampleSource {
   [[nodiscard]] Shape shape() const override { return data_.shape(); }
   [[nodiscard]] DType dtype() const override { return detail::source_read_type(data_.dtype()); }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_window(*this, begin, end);
+    detail::check_window(*this, begin, end);
     const Array w = data_.slice(1, begin, end).contiguous();
     return w.dtype() == dtype() ? w : w.astype(dtype());
   }
@@ -56,13 +48,10 @@ class NpySamples final : public SampleSource {
     return detail::source_read_type(file_.header().dtype);
   }
   [[nodiscard]] std::string name() const override { return file_.name(); }
-  [[nodiscard]] std::string describe() const override {
-    const NpyHeader& h = file_.header();
-    return file_.name() + " (" + std::string(dtype_name(h.dtype)) + shape_to_string(h.shape) + ")";
-  }
+  [[nodiscard]] std::string describe() const override { return file_.describe(); }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_window(*this, begin, end);
+    detail::check_window(*this, begin, end);
     const NpyHeader& h = file_.header();
     const std::int64_t C = shape_[0], L = shape_[1], n = end - begin;
     const std::int64_t es = dtype_size(h.dtype);
@@ -90,6 +79,18 @@ class NpySamples final : public SampleSource {
 };
 
 }  // namespace
+
+namespace detail {
+
+void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end) {
+  const std::int64_t L = s.shape()[1];
+  if (begin < 0 || begin > end || end > L)
+    throw InvalidInput((s.name().empty() ? std::string("data") : s.name()) + ": samples [" +
+                       str(begin) + ", " + str(end) + "): expected a window inside [0, " + str(L) +
+                       ")");
+}
+
+}  // namespace detail
 
 Shape continuous_data_shape(const std::string& name, const Shape& shape) {
   Shape s = shape.size() == 1 ? Shape{1, shape[0]} : shape;

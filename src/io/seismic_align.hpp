@@ -11,6 +11,10 @@
 
 namespace halfscope::io::detail {
 
+/// The fields of a comma-separated list, blanks around each trimmed (how read_seismic_data reads
+/// DATA's list of files; empty fields kept).
+std::vector<std::string> split_list(const std::string& spec);
+
 /// What aligning needs of one channel's (merged) trace.
 struct ChannelInfo {
   std::string id;

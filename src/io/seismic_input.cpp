@@ -117,6 +117,10 @@ std::int64_t SeismicData::time_of_sample(std::int64_t index) const {
 
 namespace detail {
 
+std::vector<std::string> split_list(const std::string& spec) {
+  return split(spec, ',');
+}
+
 Alignment align_channels(const std::vector<ChannelInfo>& channels, std::vector<Gap> gaps,
                          const std::string& source) {
   if (channels.empty())
@@ -184,7 +188,7 @@ Alignment align_channels(const std::vector<ChannelInfo>& channels, std::vector<G
 }  // namespace detail
 
 SeismicData read_seismic_data(const std::string& spec) {
-  const std::vector<std::string> paths = split(spec, ',');
+  const std::vector<std::string> paths = detail::split_list(spec);
   Waveforms all;
   for (const std::string& p : paths) {
     if (p.empty())

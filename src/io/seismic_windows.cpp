@@ -14,23 +14,12 @@
 #include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/seismic_input.hpp"
 #include "io/merge_plan.hpp"
+#include "io/npy_detail.hpp"
 #include "io/seismic_align.hpp"
 
 namespace halfscope::io {
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& spec) {
-  std::vector<std::string> out;
-  std::string::size_type begin = 0;
-  while (true) {
-    const auto comma = spec.find(',', begin);
-    out.push_back(
-        spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
-    if (comma == std::string::npos) return out;
-    begin = comma + 1;
-  }
-}
 
 // One SAC file per channel, each at its offset in the common grid (zeros around it).
 class SacSamples final : public SampleSource {
@@ -53,10 +42,7 @@ class SacSamples final : public SampleSource {
   }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    if (begin < 0 || begin > end || end > length_)
-      throw InvalidInput(spec_ + ": samples [" + std::to_string(begin) + ", " +
-                         std::to_string(end) + "): expected a window inside [0, " +
-                         std::to_string(length_) + ")");
+    detail::check_window(*this, begin, end);
     const std::int64_t n = end - begin;
     Array out = Array::zeros(DType::f32, {static_cast<std::int64_t>(channels_.size()), n});
     auto* bytes = static_cast<std::byte*>(out.data());
@@ -117,10 +103,7 @@ class MseedSamples final : public SampleSource {
   }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    if (begin < 0 || begin > end || end > length_)
-      throw InvalidInput(spec_ + ": samples [" + std::to_string(begin) + ", " +
-                         std::to_string(end) + "): expected a window inside [0, " +
-                         std::to_string(length_) + ")");
+    detail::check_window(*this, begin, end);
     const std::int64_t n = end - begin, item = dtype_size(dtype_);
     Array out = Array::zeros(dtype_, {static_cast<std::int64_t>(rows_.size()), n});
     auto* bytes = static_cast<std::byte*>(out.data());
@@ -215,7 +198,7 @@ WindowedData mseed_windows(const std::string& spec, const std::vector<std::strin
 }  // namespace
 
 WindowedData open_seismic_windows(const std::string& spec) {
-  const std::vector<std::string> paths = split_list(spec);
+  const std::vector<std::string> paths = detail::split_list(spec);
   WindowedData w;
   if (paths.size() == 1 && format_of(paths.front()) == Format::npy) {
     w.samples = npy_samples(paths.front());

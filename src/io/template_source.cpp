@@ -61,10 +61,7 @@ class NpyTemplates final : public TemplateSource {
     return detail::source_read_type(file_.header().dtype);
   }
   [[nodiscard]] std::string name() const override { return file_.name(); }
-  [[nodiscard]] std::string describe() const override {
-    const NpyHeader& h = file_.header();
-    return file_.name() + " (" + std::string(dtype_name(h.dtype)) + shape_to_string(h.shape) + ")";
-  }
+  [[nodiscard]] std::string describe() const override { return file_.describe(); }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
     check_range(*this, begin, end);

@@ -78,8 +78,12 @@ void expect_windows_equal_whole(const std::string& spec, std::size_t min_gaps,
 
 TEST(SeismicWindows, SacChannelsEqualReadSeismicData) {
   const test::TempDir dir;
-  expect_windows_equal_whole(three_channels(dir), 3,
-                             {{40, 60}, {45, 5100}, {4990, 8200}, {8100, 9100}});
+  const std::string spec = three_channels(dir);
+  expect_windows_equal_whole(spec, 3, {{40, 60}, {45, 5100}, {4990, 8200}, {8100, 9100}});
+  // Blanks around the names, as read_seismic_data allows them.
+  std::string spaced = " " + spec + " ";
+  spaced.replace(spaced.find(','), 1, " ,  ");
+  expect_windows_equal_whole(spaced, 3, {{45, 5100}});
 }
 
 Trace int_trace(const std::string& sta, std::int64_t start, std::int64_t n, std::uint64_t seed) {

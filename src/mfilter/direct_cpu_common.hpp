@@ -37,8 +37,11 @@ void set_norm_span_for_testing(std::int64_t corr);
 /// from `templates` and `data`, the arrays as the backend receives them (float or double): the
 /// template channels' once, the windows' span by span of correlation times (every value equal to
 /// the whole channel's computation, window_stats.hpp).
-template <class T, class Numerator>
-void correlate(const HostProblem& p, const T* templates, const T* data,
+/// `on_span(first, count)` runs before each span's numerators (serially): they then read only
+/// samples [first, first + count) of every channel, so a backend can hold tables of those
+/// samples alone (the emulations' rounded data and shifts).
+template <class T, class OnSpan, class Numerator>
+void correlate(const HostProblem& p, const T* templates, const T* data, const OnSpan& on_span,
                const Numerator& numerator) {
   const Dims& d = p.dims;
   const std::int64_t C = d.channels, K = d.length, L = d.samples;
@@ -63,6 +66,7 @@ void correlate(const HostProblem& p, const T* templates, const T* data,
         window_inv_norms(data + c * L, L, K, d.normalize,
                          p.channel_offsets != nullptr ? p.channel_offsets[c] : 0.0, first, width,
                          window.data() + c * width);
+      on_span(first, width + K - 1);
     }
     const std::int64_t blocks = (i1 - i0 + kTimeBlock - 1) / kTimeBlock;
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -105,6 +109,14 @@ void correlate(const HostProblem& p, const T* templates, const T* data,
     throw NumericalError(
         "matched filtering (CPU): a correlation numerator was inf or NaN; expected finite "
         "values (dispatch scales the operands so that FP32 cannot overflow)");
+}
+
+/// correlate() for numerators that read the backend's arrays as they are (no span tables).
+template <class T, class Numerator>
+void correlate(const HostProblem& p, const T* templates, const T* data,
+               const Numerator& numerator) {
+  correlate(
+      p, templates, data, [](std::int64_t, std::int64_t) {}, numerator);
 }
 
 /// The low-precision emulations of emulation.hpp (direct_lowp_cpu.cpp): Half, Mixed, BF16, Split.

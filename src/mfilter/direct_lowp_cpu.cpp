@@ -68,21 +68,23 @@ ScaledTemplates scale_templates(const Dims& d, const float* tp, bool split) {
   return s;
 }
 
-// The data slice shifts d(s, b) of every channel: runs of 16 and, when K % 16 != 0, of K % 16.
+// The data slice shifts d(s, b) of samples [first, first + count) of every channel: runs of 16
+// and, when K % 16 != 0, of K % 16 (a run is cut at the range's end; correlate() uses only runs
+// inside it, whose shifts equal the whole channel's).
 struct DataShifts {
-  std::vector<std::int16_t> full, tail;  // [c * L + p]
+  std::vector<std::int16_t> full, tail;  // [c * count + j] for sample first + j
 };
 
-DataShifts data_shift_tables(const Dims& d, const float* xp) {
-  DataShifts s;
+void data_shift_tables(const Dims& d, const float* xp, std::int64_t first, std::int64_t count,
+                       DataShifts& s) {
   const std::int64_t tail = d.length % kSliceLength;
-  s.full.resize(static_cast<std::size_t>(d.channels * d.samples));
+  s.full.resize(static_cast<std::size_t>(d.channels * count));
   if (tail) s.tail.resize(s.full.size());
   for (std::int64_t c = 0; c < d.channels; ++c) {
-    data_shifts(xp + c * d.samples, d.samples, kSliceLength, s.full.data() + c * d.samples);
-    if (tail) data_shifts(xp + c * d.samples, d.samples, tail, s.tail.data() + c * d.samples);
+    const float* x = xp + c * d.samples + first;
+    data_shifts(x, count, kSliceLength, s.full.data() + c * count);
+    if (tail) data_shifts(x, count, tail, s.tail.data() + c * count);
   }
-  return s;
 }
 
 // Rounding to FP16 commutes with a power-of-two scale while the scaled value stays a normal
@@ -104,22 +106,23 @@ struct RoundedData {
   std::vector<float> hi, lo;  // r11(x), r11(x - r11(x)); NaN marks "use the direct rounding"
 };
 
-RoundedData round_data(const float* xp, std::int64_t n, bool split) {
-  RoundedData r;
-  r.hi.resize(static_cast<std::size_t>(n));
+// r11 of samples [first, first + count) of every channel, [c * count + j] for sample first + j.
+void round_data(const Dims& d, const float* xp, std::int64_t first, std::int64_t count, bool split,
+                RoundedData& r) {
+  r.hi.resize(static_cast<std::size_t>(d.channels * count));
   if (split) r.lo.resize(r.hi.size());
-  for (std::int64_t q = 0; q < n; ++q) {
-    const float x = xp[q];
-    const bool ok = round11_exact_path(x);
-    const float h = ok ? round11(x) : NAN;
-    r.hi[static_cast<std::size_t>(q)] = h;
-    if (split) {
-      const float rem = x - h;
-      r.lo[static_cast<std::size_t>(q)] =
-          ok && (rem == 0 || round11_exact_path(rem)) ? round11(rem) : NAN;
+  for (std::int64_t c = 0; c < d.channels; ++c)
+    for (std::int64_t j = 0; j < count; ++j) {
+      const float x = xp[c * d.samples + first + j];
+      const auto q = static_cast<std::size_t>(c * count + j);
+      const bool ok = round11_exact_path(x);
+      const float h = ok ? round11(x) : NAN;
+      r.hi[q] = h;
+      if (split) {
+        const float rem = x - h;
+        r.lo[q] = ok && (rem == 0 || round11_exact_path(rem)) ? round11(rem) : NAN;
+      }
     }
-  }
-  return r;
 }
 
 template <bool Split>
@@ -128,14 +131,22 @@ void run_scaled(const HostProblem& p) {
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
   const ScaledTemplates st = scale_templates(d, tp, Split);
-  const DataShifts ds = data_shift_tables(d, xp);
-  const RoundedData rd = round_data(xp, d.channels * d.samples, Split);
-  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  // The data's tables for the samples of one span of correlate() at a time.
+  DataShifts ds;
+  RoundedData rd;
+  std::int64_t first = 0, count = 0;
+  const auto on_span = [&](std::int64_t f, std::int64_t n) {
+    first = f;
+    count = n;
+    data_shift_tables(d, xp, f, n, ds);
+    round_data(d, xp, f, n, Split, rd);
+  };
+  correlate(p, tp, xp, on_span, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const std::int64_t j = t * d.channels + c;
     const float* th = st.hi.data() + j * d.length;
     const float* tl = Split ? st.lo.data() + j * d.length : nullptr;
-    const std::int64_t base = c * d.samples + s;
-    const float* x = xp + base;
+    const std::int64_t base = c * count + s - first;  // in the span's tables
+    const float* x = xp + c * d.samples + s;
     const float* rh = rd.hi.data() + base;
     const float* rl = Split ? rd.lo.data() + base : nullptr;
     float acc = 0;
@@ -170,12 +181,20 @@ void run_bf16(const HostProblem& p) {
   const float* tp = p.templates->data_as<float>();
   const float* xp = p.data->data_as<float>();
   std::vector<float> tb(static_cast<std::size_t>(d.templates * d.channels * d.length));
-  std::vector<float> xb(static_cast<std::size_t>(d.channels * d.samples));
   for (std::size_t k = 0; k < tb.size(); ++k) tb[k] = bf16(tp[k]);
-  for (std::size_t k = 0; k < xb.size(); ++k) xb[k] = bf16(xp[k]);
-  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  std::vector<float> xb;  // the samples of one span, [c * count + j] for sample first + j
+  std::int64_t first = 0, count = 0;
+  const auto on_span = [&](std::int64_t f, std::int64_t n) {
+    first = f;
+    count = n;
+    xb.resize(static_cast<std::size_t>(d.channels * n));
+    for (std::int64_t c = 0; c < d.channels; ++c)
+      for (std::int64_t j = 0; j < n; ++j)
+        xb[static_cast<std::size_t>(c * n + j)] = bf16(xp[c * d.samples + f + j]);
+  };
+  correlate(p, tp, xp, on_span, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const float* a = tb.data() + (t * d.channels + c) * d.length;
-    const float* x = xb.data() + c * d.samples + s;
+    const float* x = xb.data() + c * count + s - first;
     float acc = 0;
     for (std::int64_t k = 0; k < d.length; ++k) acc += a[k] * x[k];  // exact products
     return static_cast<double>(acc);
@@ -197,14 +216,22 @@ void run_half(const HostProblem& p) {
   float mt = max_abs(tp, nt), mx = max_abs(xp, nx);
   if (mt == 0) mt = 1;
   if (mx == 0) mx = 1;
-  std::vector<Half> th(static_cast<std::size_t>(nt)), xh(static_cast<std::size_t>(nx));
+  std::vector<Half> th(static_cast<std::size_t>(nt)), xh;
   for (std::int64_t k = 0; k < nt; ++k) th[static_cast<std::size_t>(k)] = Half(tp[k] / mt);
-  for (std::int64_t k = 0; k < nx; ++k) xh[static_cast<std::size_t>(k)] = Half(xp[k] / mx);
+  std::int64_t first = 0, count = 0;
+  const auto on_span = [&](std::int64_t f, std::int64_t n) {  // the span's samples, as bf16's
+    first = f;
+    count = n;
+    xh.resize(static_cast<std::size_t>(d.channels * n));
+    for (std::int64_t c = 0; c < d.channels; ++c)
+      for (std::int64_t j = 0; j < n; ++j)
+        xh[static_cast<std::size_t>(c * n + j)] = Half(xp[c * d.samples + f + j] / mx);
+  };
   std::atomic<bool> overflow{false};
   const double unscale = static_cast<double>(mt) * static_cast<double>(mx);
-  correlate(p, tp, xp, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
+  correlate(p, tp, xp, on_span, [&](std::int64_t t, std::int64_t c, std::int64_t s) {
     const Half* a = th.data() + (t * d.channels + c) * d.length;
-    const Half* x = xh.data() + c * d.samples + s;
+    const Half* x = xh.data() + c * count + s - first;
     Half acc(0.0f);
     for (std::int64_t k = 0; k < d.length; ++k) acc += a[k] * x[k];  // each op rounds to FP16
     const float v = static_cast<float>(acc);

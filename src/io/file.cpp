@@ -37,6 +37,15 @@ std::int64_t InputFile::read_at(std::byte* out, std::int64_t count, std::int64_t
   return static_cast<std::int64_t>(stream.gcount());
 }
 
+void InputFile::read_exact(std::byte* out, std::int64_t count, std::int64_t offset,
+                           std::string_view name) {
+  const std::int64_t got = read_at(out, count, offset);
+  if (got != count)
+    throw IoError(std::string(name) + ": truncated while reading: " + std::to_string(count) +
+                  " bytes wanted at byte " + std::to_string(offset) + ", " + std::to_string(got) +
+                  " found");
+}
+
 std::vector<std::byte> read_file_bytes(const fs::path& path) {
   InputFile f = open_input_file(path);
   std::vector<std::byte> bytes(static_cast<std::size_t>(f.size));

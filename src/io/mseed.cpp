@@ -355,9 +355,7 @@ void walk_records(const std::string& name, std::int64_t size, RecordWindow& wind
 // Reads from a file (IoError naming it when it holds fewer bytes than it did when opened).
 RecordWindow::Read file_reader(const std::string& name, std::shared_ptr<InputFile> file) {
   return [name, file](std::byte* out, std::int64_t count, std::int64_t offset) {
-    if (file->read_at(out, count, offset) != count)
-      throw IoError(name + ": truncated while reading: " + std::to_string(count) +
-                    " bytes wanted at byte " + std::to_string(offset));
+    file->read_exact(out, count, offset, name);
   };
 }
 

@@ -332,11 +332,7 @@ std::string NpyPartReader::describe() const {
 
 void NpyPartReader::read(std::byte* out, std::int64_t count, std::int64_t offset) const {
   const std::lock_guard lock(mutex_);  // one stream: one read at a time
-  const std::int64_t got = file_.read_at(out, count, header_.data_offset + offset);
-  if (got != count)
-    throw IoError(name_ + ": truncated while reading: " + std::to_string(count) +
-                  " bytes wanted at byte " + std::to_string(header_.data_offset + offset) + ", " +
-                  std::to_string(got) + " found");
+  file_.read_exact(out, count, header_.data_offset + offset, name_);
 }
 
 }  // namespace detail

@@ -56,9 +56,7 @@ class SacSamples final : public SampleSource {
       // reads, and reads from several threads share nothing.
       InputFile f = open_input_file(ch.path);
       const std::int64_t at = kSacHeaderBytes + (lo - ch.offset) * 4, count = (hi - lo) * 4;
-      if (f.read_at(dst, count, at) != count)
-        throw IoError(ch.path + ": truncated while reading: " + std::to_string(count) +
-                      " bytes wanted at byte " + std::to_string(at));
+      f.read_exact(dst, count, at, ch.path);
       sac_samples_to_native(ch.header, dst, hi - lo);
     }
     return out;

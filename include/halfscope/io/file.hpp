@@ -8,6 +8,7 @@
 #include <fstream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace halfscope::io {
@@ -23,6 +24,9 @@ struct InputFile {
   /// Up to `count` bytes at `offset` into `out`; returns how many were read (fewer only at the
   /// end of the file). Not for several threads at once.
   std::int64_t read_at(std::byte* out, std::int64_t count, std::int64_t offset);
+  /// Exactly `count` bytes at `offset`: IoError starting with `name` ("truncated while reading")
+  /// when fewer are there (the file shrank since it was opened or measured).
+  void read_exact(std::byte* out, std::int64_t count, std::int64_t offset, std::string_view name);
 };
 
 /// Opens `path` for reading; IoError naming the file as read_file_bytes words it.

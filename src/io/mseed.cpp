@@ -39,7 +39,7 @@ Waveforms read_mseed(const std::filesystem::path&) {
 std::vector<MseedRecord> scan_mseed(const std::filesystem::path&) {
   no_mseed();
 }
-Array read_mseed_record(const std::filesystem::path&, const MseedRecord&) {
+Array read_mseed_record(InputFile&, const std::string&, const MseedRecord&) {
   no_mseed();
 }
 std::vector<std::byte> serialize_mseed(const Waveforms&, const MseedWriteOptions&) {
@@ -391,13 +391,11 @@ std::vector<MseedRecord> scan_mseed(const std::filesystem::path& path) {
   return records;
 }
 
-Array read_mseed_record(const std::filesystem::path& path, const MseedRecord& record) {
-  const std::string name = path.string();
-  auto file = std::make_shared<InputFile>(open_input_file(path));
+Array read_mseed_record(InputFile& file, const std::string& name, const MseedRecord& record) {
   // The record alone, as if it were the whole input: walk_records checks and decodes it.
   RecordWindow window(record.length, record.length,
                       [&](std::byte* out, std::int64_t count, std::int64_t offset) {
-                        file_reader(name, file)(out, count, record.offset + offset);
+                        file.read_exact(out, count, record.offset + offset, name);
                       });
   Array samples;
   walk_records(name, record.length, window, [&](const MSRecord* msr, std::int64_t, std::int64_t) {

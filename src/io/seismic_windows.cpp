@@ -3,6 +3,7 @@
 // them out.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,72 +22,20 @@ namespace halfscope::io {
 
 namespace {
 
-// One SAC file per channel, each at its offset in the common grid (zeros around it).
-class SacSamples final : public SampleSource {
+// Channels laid out by pieces: each piece is samples [begin, end) of one item of one file (a SAC
+// file's samples, a MiniSEED record) landing at `dest` of its channel's row; the rest is zeros.
+// A window reads each piece it overlaps, opening each file it needs once: a network's hundreds
+// of files hold no descriptors between windows, and reads from several threads share nothing.
+class PlacedSamples : public SampleSource {
  public:
-  struct Channel {
-    std::string path;
-    SacHeader header;
-    std::int64_t offset = 0;
-  };
-  SacSamples(std::string spec, std::vector<Channel> channels, std::int64_t length)
-      : spec_(std::move(spec)), channels_(std::move(channels)), length_(length) {}
-
-  [[nodiscard]] Shape shape() const override {
-    return {static_cast<std::int64_t>(channels_.size()), length_};
-  }
-  [[nodiscard]] DType dtype() const override { return DType::f32; }
-  [[nodiscard]] std::string name() const override { return spec_; }
-  [[nodiscard]] std::string describe() const override {
-    return spec_ + " (float32" + shape_to_string(shape()) + ")";
-  }
-
-  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    detail::check_window(*this, begin, end);
-    const std::int64_t n = end - begin;
-    Array out = Array::zeros(DType::f32, {static_cast<std::int64_t>(channels_.size()), n});
-    auto* bytes = static_cast<std::byte*>(out.data());
-    for (std::size_t c = 0; c < channels_.size(); ++c) {
-      const Channel& ch = channels_[c];
-      const std::int64_t lo = std::max(begin, ch.offset);
-      const std::int64_t hi = std::min(end, ch.offset + ch.header.samples);
-      if (hi <= lo) continue;  // the window lies in this channel's alignment pad
-      std::byte* dst = bytes + (static_cast<std::int64_t>(c) * n + lo - begin) * 4;
-      // Each read opens its file: a network's hundreds of channels hold no descriptors between
-      // reads, and reads from several threads share nothing.
-      InputFile f = open_input_file(ch.path);
-      const std::int64_t at = kSacHeaderBytes + (lo - ch.offset) * 4, count = (hi - lo) * 4;
-      f.read_exact(dst, count, at, ch.path);
-      sac_samples_to_native(ch.header, dst, hi - lo);
-    }
-    return out;
-  }
-
- private:
-  std::string spec_;
-  std::vector<Channel> channels_;
-  std::int64_t length_;
-};
-
-// MiniSEED files: every record placed where read_seismic_data places its samples (the records of
-// each file joined as read_mseed joins them, then every file's segments merged with gaps
-// zero-filled and overlaps dropped as merge_traces does, then the channels aligned); a window
-// decodes only the records it overlaps.
-class MseedSamples final : public SampleSource {
- public:
-  struct File {
-    std::string path;
-    std::vector<MseedRecord> records;
-  };
-  // Samples [begin, end) of one record landing at `dest` of its channel's row.
   struct Piece {
-    std::size_t file = 0, record = 0;
+    std::size_t file = 0, item = 0;
     std::int64_t begin = 0, end = 0, dest = 0;
   };
-  MseedSamples(std::string spec, std::vector<File> files, std::vector<std::vector<Piece>> rows,
-               std::int64_t length, DType dtype)
+  PlacedSamples(std::string spec, std::vector<std::string> paths,
+                std::vector<std::vector<Piece>> rows, std::int64_t length, DType dtype)
       : spec_(std::move(spec)),
-        files_(std::move(files)),
+        paths_(std::move(paths)),
         rows_(std::move(rows)),
         length_(length),
         dtype_(dtype) {}
@@ -105,6 +54,7 @@ class MseedSamples final : public SampleSource {
     const std::int64_t n = end - begin, item = dtype_size(dtype_);
     Array out = Array::zeros(dtype_, {static_cast<std::int64_t>(rows_.size()), n});
     auto* bytes = static_cast<std::byte*>(out.data());
+    std::vector<std::optional<InputFile>> open(paths_.size());
     for (std::size_t c = 0; c < rows_.size(); ++c) {
       const std::vector<Piece>& row = rows_[c];
       // The first piece that ends after `begin` (pieces lie in order of their destination).
@@ -114,29 +64,71 @@ class MseedSamples final : public SampleSource {
       for (; it != row.end() && it->dest < end; ++it) {
         const std::int64_t lo = std::max(begin, it->dest);
         const std::int64_t hi = std::min(end, it->dest + (it->end - it->begin));
-        const File& f = files_[it->file];
-        const Array samples = read_mseed_record(f.path, f.records[it->record]);
-        const std::int64_t first = it->begin + (lo - it->dest);
-        const Array part = samples.slice(0, first, first + (hi - lo)).astype(dtype_);
-        std::memcpy(bytes + (static_cast<std::int64_t>(c) * n + lo - begin) * item, part.data(),
-                    static_cast<std::size_t>(part.nbytes()));
+        std::optional<InputFile>& f = open[it->file];
+        if (!f) f = open_input_file(paths_[it->file]);
+        fetch(*f, paths_[it->file], *it, it->begin + (lo - it->dest), hi - lo,
+              bytes + (static_cast<std::int64_t>(c) * n + lo - begin) * item);
       }
     }
     return out;
   }
 
+ protected:
+  // `count` samples of the piece's item from its sample `first` on, as dtype(), into `out`.
+  virtual void fetch(InputFile& file, const std::string& path, const Piece& piece,
+                     std::int64_t first, std::int64_t count, std::byte* out) const = 0;
+
  private:
   std::string spec_;
-  std::vector<File> files_;
+  std::vector<std::string> paths_;
   std::vector<std::vector<Piece>> rows_;  // per channel, in the aligned order
   std::int64_t length_;
   DType dtype_;
 };
 
+// One SAC file per channel (a piece per row), float32 samples read straight from the file.
+class SacSamples final : public PlacedSamples {
+ public:
+  SacSamples(std::string spec, std::vector<std::string> paths, std::vector<SacHeader> headers,
+             std::vector<std::vector<Piece>> rows, std::int64_t length)
+      : PlacedSamples(std::move(spec), std::move(paths), std::move(rows), length, DType::f32),
+        headers_(std::move(headers)) {}
+
+ private:
+  void fetch(InputFile& file, const std::string& path, const Piece& piece, std::int64_t first,
+             std::int64_t count, std::byte* out) const override {
+    file.read_exact(out, count * 4, kSacHeaderBytes + first * 4, path);
+    sac_samples_to_native(headers_[piece.file], out, count);
+  }
+  std::vector<SacHeader> headers_;  // per file
+};
+
+// MiniSEED files: every record placed where read_seismic_data places its samples (the records of
+// each file joined as read_mseed joins them, then every file's segments merged with gaps
+// zero-filled and overlaps dropped as merge_traces does, then the channels aligned); a window
+// decodes only the records it overlaps.
+class MseedSamples final : public PlacedSamples {
+ public:
+  MseedSamples(std::string spec, std::vector<std::string> paths,
+               std::vector<std::vector<MseedRecord>> records, std::vector<std::vector<Piece>> rows,
+               std::int64_t length, DType dtype)
+      : PlacedSamples(std::move(spec), std::move(paths), std::move(rows), length, dtype),
+        records_(std::move(records)) {}
+
+ private:
+  void fetch(InputFile& file, const std::string& path, const Piece& piece, std::int64_t first,
+             std::int64_t count, std::byte* out) const override {
+    const Array samples = read_mseed_record(file, path, records_[piece.file][piece.item]);
+    const Array part = samples.slice(0, first, first + count).astype(dtype());
+    std::memcpy(out, part.data(), static_cast<std::size_t>(part.nbytes()));
+  }
+  std::vector<std::vector<MseedRecord>> records_;  // per file, in file order
+};
+
 // MiniSEED files by windows: only the records' placement is kept (scan_mseed decodes each record
 // once to check it, as read_mseed does).
 WindowedData mseed_windows(const std::string& spec, const std::vector<std::string>& paths) {
-  std::vector<MseedSamples::File> files;
+  std::vector<std::vector<MseedRecord>> records_of;  // per file
   // Each file's records joined as read_mseed joins them: segments of whole records.
   struct Segment {
     std::size_t file;
@@ -145,8 +137,7 @@ WindowedData mseed_windows(const std::string& spec, const std::vector<std::strin
   std::vector<Segment> segments;
   std::vector<detail::TraceMeta> segment_metas;
   for (const std::string& p : paths) {
-    files.push_back({p, scan_mseed(p)});
-    const auto& records = files.back().records;
+    const auto& records = records_of.emplace_back(scan_mseed(p));
     std::vector<detail::TraceMeta> metas;
     for (const MseedRecord& r : records)
       metas.push_back({r.trace.id(), r.trace.start_ns, r.trace.sample_rate, r.dtype, r.samples});
@@ -154,7 +145,7 @@ WindowedData mseed_windows(const std::string& spec, const std::vector<std::strin
       detail::TraceMeta m = metas[static_cast<std::size_t>(t.head)];
       m.size = t.count;
       segment_metas.push_back(m);
-      segments.push_back({files.size() - 1, std::move(t)});
+      segments.push_back({records_of.size() - 1, std::move(t)});
     }
   }
   // Every file's segments merged with gaps filled, then the channels aligned.
@@ -166,7 +157,7 @@ WindowedData mseed_windows(const std::string& spec, const std::vector<std::strin
                         m.sample_rate, m.dtype == DType::f32});
   }
   detail::Alignment a = detail::align_channels(channels, merged.gaps, spec);
-  std::vector<std::vector<MseedSamples::Piece>> rows(a.order.size());
+  std::vector<std::vector<PlacedSamples::Piece>> rows(a.order.size());
   for (std::size_t c = 0; c < a.order.size(); ++c) {
     std::int64_t dest = a.offsets[c];
     for (const detail::PlanPiece& piece : merged.traces[a.order[c]].pieces) {
@@ -187,8 +178,8 @@ WindowedData mseed_windows(const std::string& spec, const std::vector<std::strin
     }
   }
   WindowedData w;
-  w.samples = std::make_unique<MseedSamples>(spec, std::move(files), std::move(rows), a.length,
-                                             a.all_f32 ? DType::f32 : DType::f64);
+  w.samples = std::make_unique<MseedSamples>(spec, paths, std::move(records_of), std::move(rows),
+                                             a.length, a.all_f32 ? DType::f32 : DType::f64);
   w.info = std::move(a.info);
   return w;
 }
@@ -211,7 +202,7 @@ WindowedData open_seismic_windows(const std::string& spec) {
   };
   if (all(Format::mseed)) return mseed_windows(spec, paths);
   if (!all(Format::sac)) return w;  // mixed lists and empty names: read whole
-  std::vector<SacSamples::Channel> files;
+  std::vector<SacHeader> headers;
   std::vector<detail::ChannelInfo> channels;
   for (const std::string& p : paths) {
     SacHeader h = read_sac_header(p);
@@ -221,19 +212,18 @@ WindowedData open_seismic_windows(const std::string& spec) {
     if (h.samples == 0) return w;
     channels.push_back({t.id(), t.start_ns, trace_end_ns(t.start_ns, h.samples, t.sample_rate),
                         h.samples, t.sample_rate, true});
-    files.push_back({p, std::move(h), 0});
+    headers.push_back(std::move(h));
   }
   std::vector<std::string> ids;
   for (const auto& c : channels) ids.push_back(c.id);
   std::sort(ids.begin(), ids.end());
   if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return w;
   detail::Alignment a = detail::align_channels(channels, {}, spec);
-  std::vector<SacSamples::Channel> sorted;
-  for (std::size_t c = 0; c < a.order.size(); ++c) {
-    sorted.push_back(std::move(files[a.order[c]]));
-    sorted.back().offset = a.offsets[c];
-  }
-  w.samples = std::make_unique<SacSamples>(spec, std::move(sorted), a.length);
+  std::vector<std::vector<PlacedSamples::Piece>> rows(a.order.size());
+  for (std::size_t c = 0; c < a.order.size(); ++c)
+    rows[c].push_back({a.order[c], 0, 0, channels[a.order[c]].samples, a.offsets[c]});
+  w.samples =
+      std::make_unique<SacSamples>(spec, paths, std::move(headers), std::move(rows), a.length);
   w.info = std::move(a.info);
   return w;
 }

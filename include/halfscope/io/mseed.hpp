@@ -26,9 +26,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "halfscope/io/file.hpp"
 #include "halfscope/io/waveform.hpp"
 
 namespace halfscope::io {
@@ -70,9 +72,10 @@ struct MseedRecord {
 /// as read_mseed and merge_traces place it.
 std::vector<MseedRecord> scan_mseed(const std::filesystem::path& path);
 
-/// The samples of one record found by scan_mseed (int32, float32 or float64), decoded and checked
-/// again; IoError naming the file when the record is no longer what the scan found.
-Array read_mseed_record(const std::filesystem::path& path, const MseedRecord& record);
+/// The samples of one record found by scan_mseed (int32, float32 or float64) of the file `name`,
+/// opened as `file`, decoded and checked again; IoError naming the file when the record is no
+/// longer what the scan found.
+Array read_mseed_record(InputFile& file, const std::string& name, const MseedRecord& record);
 
 /// The miniSEED records of every trace, in memory. int32 traces are written as Steim-2 (or the
 /// chosen encoding), float32 as FLOAT32, float64 as FLOAT64; int8/int16/uint8/uint16 are widened

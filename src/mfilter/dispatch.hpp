@@ -81,22 +81,17 @@ struct ArrayInfo {
   static ArrayInfo of(const Array& a);
 };
 
-/// prepare without the data: every check and conversion but the data's own (templates, network,
-/// method, precision, shapes), so that callers holding only windows of the data (the MPI ranks)
-/// prepare the same call. `data` and `channel_offsets` stay empty.
-Prepared prepare_call(const Array& templates, const ArrayInfo& data, const MfOptions& options,
-                      const MfNetwork& network);
-
-/// prepare_call from the templates' shape alone: every check of the call and its plan (dims,
-/// method, precision, network), `templates` left empty too, so that callers holding only a group
-/// of the templates (the MPI ranks) prepare the same call; prepare_template_rows then prepares
-/// their group.
+/// prepare without the templates' values and the data, from their shapes: every check of the
+/// call and its plan (dims, method, precision, network), so that callers holding only a group of
+/// the templates and windows of the data (the MPI ranks) prepare the same call;
+/// prepare_template_rows then prepares their group. `templates`, `data` and `channel_offsets`
+/// stay empty.
 Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const MfOptions& options,
                       const MfNetwork& network);
 
 /// Templates [first, first + n) of a call prepared by prepare_call, given as a host (n, C, K)
 /// array of any real type: what p.templates holds for them (n * C * K values of storage_type(p))
-/// when prepare_call prepares the whole bank. InvalidInput naming the first non-finite value's
+/// when prepare prepares the whole bank. InvalidInput naming the first non-finite value's
 /// template (counted from `first`), channel and sample.
 Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t first);
 

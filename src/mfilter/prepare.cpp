@@ -408,16 +408,10 @@ Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t f
   return prepare_templates(rows, p.dims, storage_type(p), first);
 }
 
-Prepared prepare_call(const Array& templates, const ArrayInfo& data, const MfOptions& o,
-                      const MfNetwork& network) {
-  Prepared p = prepare_call(ArrayInfo::of(templates), data, o, network);
-  p.templates = prepare_templates(templates, p.dims, storage_type(p), 0);
-  return p;
-}
-
 Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
                  const MfNetwork& network) {
-  Prepared p = prepare_call(templates, ArrayInfo::of(data), o, network);
+  Prepared p = prepare_call(ArrayInfo::of(templates), ArrayInfo::of(data), o, network);
+  p.templates = prepare_template_rows(p, templates, 0);
   const Dims& d = p.dims;
   const DType want = storage_type(p);
 #if HALFSCOPE_WITH_CUDA

@@ -15,11 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::message_of;
+using test::numpy_fixture;
 using test::same_bytes;
-
-fs::path fixture(const std::string& name) {
-  return test::numpy_fixture(name);
-}
 
 // Samples [a, b) of every channel of `whole` ((C, L) or (L)) as SampleSource::read gives them.
 Array expected_window(const Array& whole, std::int64_t a, std::int64_t b) {
@@ -44,12 +41,12 @@ TEST(NpySamples, EveryWindowOfNumpysFilesEqualsReadNpy) {
         "i2_be.npy", "i4_le.npy", "i8_be.npy", "u1.npy", "u2_be.npy", "u4_le.npy", "u8_be.npy",
         "f8_fortran.npy", "u2_v2.npy", "f4_v3.npy"}) {
     SCOPED_TRACE(name);
-    const Array whole = io::read_npy(fixture(name));
-    const auto source = io::npy_samples(fixture(name));
+    const Array whole = io::read_npy(numpy_fixture(name));
+    const auto source = io::npy_samples(numpy_fixture(name));
     const Shape expect =
         whole.ndim() == 1 ? Shape{1, whole.dim(0)} : Shape{whole.dim(0), whole.dim(1)};
     EXPECT_EQ(source->shape(), expect);
-    EXPECT_EQ(source->name(), fixture(name).string());
+    EXPECT_EQ(source->name(), numpy_fixture(name).string());
     expect_every_window(*source, whole);
   }
 }
@@ -99,8 +96,9 @@ TEST(NpySamples, RefusalsNameTheFile) {
   // Shapes that are not continuous data: a scalar, 3-D, no sample.
   for (const char* name :
        {"scalar_f8.npy", "i4_be_fortran.npy", "empty_f4.npy", "empty_2d_i2.npy"}) {
-    const std::string m = message_of<InvalidInput>([&] { (void)io::npy_samples(fixture(name)); });
-    EXPECT_TRUE(contains(m, fixture(name).string() + ": data array has shape"))
+    const std::string m =
+        message_of<InvalidInput>([&] { (void)io::npy_samples(numpy_fixture(name)); });
+    EXPECT_TRUE(contains(m, numpy_fixture(name).string() + ": data array has shape"))
         << name << ": " << m;
   }
   // A file cut short, a header cut short, and not a .npy at all.

@@ -18,11 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::message_of;
+using test::numpy_fixture;
 using test::same_bytes;
-
-fs::path fixture(const std::string& name) {
-  return test::numpy_fixture(name);
-}
 
 // Templates [a, b) of `whole` ((T, C, K) or (T, K)) as TemplateSource::read gives them.
 Array expected_rows(const Array& whole, std::int64_t a, std::int64_t b) {
@@ -45,14 +42,14 @@ TEST(NpyTemplates, EveryRangeOfNumpysFilesEqualsReadNpy) {
   for (const char* name : {"i1.npy", "i2_be.npy", "i4_le.npy", "i8_be.npy", "u1.npy", "u2_be.npy",
                            "u4_le.npy", "f8_fortran.npy", "i4_be_fortran.npy"}) {
     SCOPED_TRACE(name);
-    const Array whole = io::read_npy(fixture(name));
-    const auto source = io::npy_templates(fixture(name));
+    const Array whole = io::read_npy(numpy_fixture(name));
+    const auto source = io::npy_templates(numpy_fixture(name));
     const Shape expect = whole.ndim() == 2 ? Shape{whole.dim(0), 1, whole.dim(1)} : whole.shape();
     EXPECT_EQ(source->shape(), expect);
-    EXPECT_EQ(source->name(), fixture(name).string());
+    EXPECT_EQ(source->name(), numpy_fixture(name).string());
     expect_every_range(*source, whole);
     // The whole bank equals what one process reads (read_template_array).
-    EXPECT_TRUE(same_bytes(io::read_template_array(fixture(name)).templates,
+    EXPECT_TRUE(same_bytes(io::read_template_array(numpy_fixture(name)).templates,
                            source->read(0, source->shape()[0])));
   }
 }
@@ -62,8 +59,8 @@ TEST(NpyTemplates, FloatFilesInEitherByteOrder) {
   for (const char* name :
        {"f2_le.npy", "f2_be.npy", "f4_le.npy", "f4_be.npy", "f8_le.npy", "f8_be.npy"}) {
     SCOPED_TRACE(name);
-    const Array whole = io::read_npy(fixture(name));
-    const auto source = io::npy_templates(fixture(name));
+    const Array whole = io::read_npy(numpy_fixture(name));
+    const auto source = io::npy_templates(numpy_fixture(name));
     EXPECT_TRUE(same_bytes(expected_rows(whole, 0, 1), source->read(0, 1)));
     EXPECT_TRUE(same_bytes(expected_rows(whole, 0, 0), source->read(1, 1)));
     try {
@@ -71,7 +68,7 @@ TEST(NpyTemplates, FloatFilesInEitherByteOrder) {
       ADD_FAILURE() << "no error";
     } catch (const InvalidInput& e) {
       EXPECT_EQ(std::string(e.what()),
-                fixture(name).string() +
+                numpy_fixture(name).string() +
                     ": template 1, channel 0, sample 1 is inf: expected a finite value");
     }
   }
@@ -121,12 +118,14 @@ TEST(NpyTemplates, RefusalsNameTheFile) {
                        missing.string() + ": no such file"));
   // Shapes that are not templates (a scalar, 1-D, no sample) and a dtype that is not real.
   for (const char* name : {"scalar_f8.npy", "f4_v3.npy", "empty_2d_i2.npy"}) {
-    const std::string m = message_of<InvalidInput>([&] { (void)io::npy_templates(fixture(name)); });
-    EXPECT_TRUE(contains(m, fixture(name).string() + ": templates have shape"))
+    const std::string m =
+        message_of<InvalidInput>([&] { (void)io::npy_templates(numpy_fixture(name)); });
+    EXPECT_TRUE(contains(m, numpy_fixture(name).string() + ": templates have shape"))
         << name << ": " << m;
   }
-  EXPECT_EQ(message_of<InvalidInput>([&] { (void)io::npy_templates(fixture("u8_le.npy")); }),
-            fixture("u8_le.npy").string() + ": templates of dtype uint64: expected a real dtype");
+  EXPECT_EQ(
+      message_of<InvalidInput>([&] { (void)io::npy_templates(numpy_fixture("u8_le.npy")); }),
+      numpy_fixture("u8_le.npy").string() + ": templates of dtype uint64: expected a real dtype");
   // A file cut short.
   const auto bytes = io::serialize_npy(Array::zeros(DType::f32, {4, 2, 10}));
   std::ofstream(dir / "cut.npy", std::ios::binary)

@@ -1,6 +1,6 @@
 // Helpers shared by the tests of the readers of parts of files (test_sample_source.cpp,
-// test_template_source.cpp): NumPy's fixture files, byte-for-byte array equality and the message
-// of an expected exception.
+// test_template_source.cpp, test_seismic_windows.cpp): NumPy's fixture files and byte-for-byte
+// array equality.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,17 +28,6 @@ inline ::testing::AssertionResult same_bytes(const Array& expected, const Array&
       std::memcmp(expected.data(), got.data(), static_cast<std::size_t>(expected.nbytes())) != 0)
     return ::testing::AssertionFailure() << "values differ in " << expected.describe();
   return ::testing::AssertionSuccess();
-}
-
-/// The message of `call`'s exception E, or "" when it throws nothing.
-template <class E, class F>
-std::string message_of(F&& call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace halfscope::test

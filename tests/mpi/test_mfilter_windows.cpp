@@ -147,12 +147,8 @@ TEST(MpiMfilterWindows, NonFiniteSampleIsEveryRanksErrorNamingTheFile) {
                 ": channel 0, sample 3 is infinite: expected finite "
                 "data");
   // Data in memory: the one-process call's message.
-  std::string one;
-  try {
-    (void)halfscope::matched_filter(in.templates, data, o, in.network);
-  } catch (const InvalidInput& e) {
-    one = e.what();
-  }
+  const std::string one = test::message_of<InvalidInput>(
+      [&] { (void)halfscope::matched_filter(in.templates, data, o, in.network); });
   EXPECT_EQ(one,
             "matched_filter: data: infinite value (inf) at channel 0, sample 3; expected "
             "finite values (fill gaps with zeros)");
@@ -248,12 +244,8 @@ TEST(MpiMfilterWindows, NonFiniteTemplateIsEveryRanksErrorFromItsGroupsRank) {
             "MPI rank " + std::to_string(owner) + ": " + file.string() +
                 ": template 37, channel 1, sample 5 is nan: expected a finite value");
   // Templates in memory: the one-process call's message, from the same rank.
-  std::string one;
-  try {
-    (void)halfscope::matched_filter(bad, in.data, o, in.network);
-  } catch (const InvalidInput& e) {
-    one = e.what();
-  }
+  const std::string one = test::message_of<InvalidInput>(
+      [&] { (void)halfscope::matched_filter(bad, in.data, o, in.network); });
   EXPECT_EQ(one,
             "matched_filter: templates: NaN (nan) at template 37, channel 1, sample 5; expected "
             "finite values");

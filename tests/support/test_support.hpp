@@ -54,6 +54,17 @@ inline std::vector<float> random_floats(std::int64_t n, float lo, float hi, std:
   return v;
 }
 
+/// The message of `call`'s exception E, or "" when it throws nothing.
+template <class E, class F>
+std::string message_of(F&& call) {
+  try {
+    call();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace halfscope::test
 
 /// First line of every GPU test: skips (never fails, never passes unchecked) without a device.

@@ -21,6 +21,7 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
 #include "halfscope/io/seismic_input.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 #include "mfilter_ranks.hpp"
@@ -47,22 +48,34 @@ struct MfCliOptions {
   std::int64_t time_parts = 0;  // under mpirun: correlation-time parts (0: automatic)
 };
 
+// A network table's shape (a one-dimensional file of one template taken as (1, C)) and type,
+// checked against the templates' shape: the messages name the file.
+void check_network_file(const std::string& path, const char* what, Shape shape, DType dtype,
+                        std::int64_t templates, std::int64_t channels, bool integer) {
+  if (shape.size() == 1 && templates == 1) shape = {1, shape[0]};
+  if (shape.size() != 2 || shape[0] != templates || shape[1] != channels)
+    throw InvalidInput(path + ": " + what + " have shape " + shape_to_string(shape) +
+                       ": expected (" + std::to_string(templates) + ", " +
+                       std::to_string(channels) + ") (templates, channels)");
+  const bool is_int = dtype_is_signed_int(dtype) || dtype == DType::u8 || dtype == DType::u16 ||
+                      dtype == DType::u32;
+  if (integer && !is_int)
+    throw InvalidInput(path + ": " + what + " of dtype " + std::string(dtype_name(dtype)) +
+                       ": expected integers (samples)");
+}
+
+void check_network_format(const std::string& path, const char* what) {
+  if (io::format_of(path) != io::Format::npy)
+    throw InvalidInput(path + ": " + what + " must be a .npy array of shape (T, C)");
+}
+
 // A (T, C) network array from a .npy file, checked against the templates' shape.
 Array read_network_array(const std::string& path, const char* what, std::int64_t templates,
                          std::int64_t channels, bool integer) {
-  if (io::format_of(path) != io::Format::npy)
-    throw InvalidInput(path + ": " + what + " must be a .npy array of shape (T, C)");
+  check_network_format(path, what);
   Array a = io::read_npy(path);
-  if (a.ndim() == 1 && templates == 1) a = a.reshape({1, a.dim(0)});
-  if (a.ndim() != 2 || a.dim(0) != templates || a.dim(1) != channels)
-    throw InvalidInput(path + ": " + what + " have shape " + shape_to_string(a.shape()) +
-                       ": expected (" + std::to_string(templates) + ", " +
-                       std::to_string(channels) + ") (templates, channels)");
-  const bool is_int = dtype_is_signed_int(a.dtype()) || a.dtype() == DType::u8 ||
-                      a.dtype() == DType::u16 || a.dtype() == DType::u32;
-  if (integer && !is_int)
-    throw InvalidInput(path + ": " + what + " of dtype " + std::string(dtype_name(a.dtype())) +
-                       ": expected integers (samples)");
+  check_network_file(path, what, a.shape(), a.dtype(), templates, channels, integer);
+  if (a.ndim() == 1) a = a.reshape({1, a.dim(0)});
   if (!integer) {
     const Array v = a.astype(DType::f64);
     for (std::int64_t i = 0; i < v.size(); ++i)
@@ -72,6 +85,20 @@ Array read_network_array(const std::string& path, const char* what, std::int64_t
     return v;
   }
   return a.astype(DType::i64);
+}
+
+// The same under mpirun: a (T, C) file's header only, each rank then reading its template
+// group's rows (io::npy_table, whose messages are read_network_array's); a one-dimensional file
+// (one template) is read whole.
+std::shared_ptr<const io::TableSource> network_table(const std::string& path, const char* what,
+                                                     std::int64_t templates, std::int64_t channels,
+                                                     bool integer) {
+  check_network_format(path, what);
+  std::shared_ptr<const io::TableSource> table = io::npy_table(path, what);
+  if (table->shape().size() == 1)
+    return io::array_table(read_network_array(path, what, templates, channels, integer));
+  check_network_file(path, what, table->shape(), table->dtype(), templates, channels, integer);
+  return table;
 }
 
 void report_gaps(const Globals& g, const io::SeismicData& d) {
@@ -146,6 +173,9 @@ struct MfJob {
   /// Under mpirun with a .npy TEMPLATES: the file, of which each rank reads its template group.
   std::unique_ptr<io::TemplateSource> bank;
   MfNetwork network;
+  /// Under mpirun: --moveouts / --weights files, of which each rank reads its template group's
+  /// rows (network's arrays then stay empty).
+  NetworkTables tables;
   std::string history;  // of the correlation output
 };
 
@@ -222,11 +252,26 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   if (K > L)
     throw InvalidInput(tname + ": templates of " + std::to_string(K) + " samples: expected at " +
                        "most the " + std::to_string(L) + " samples of " + data_spec);
-  MfNetwork net;
-  net.moveouts =
-      c.moveouts.empty() ? t.moveouts : read_network_array(c.moveouts, "moveouts", T, C, true);
-  net.weights =
-      c.weights.empty() ? t.weights : read_network_array(c.weights, "weights", T, C, false);
+  // --moveouts / --weights replace what cutting the templates gave; under mpirun each rank
+  // reads only its template group's rows of such a file.
+  MfNetwork net{t.moveouts, t.weights};
+  NetworkTables tables;
+  if (!c.moveouts.empty()) {
+    net.moveouts = {};
+    if (g.ranks > 1)
+      tables.moveouts = network_table(c.moveouts, "moveouts", T, C, true);
+    else
+      net.moveouts = read_network_array(c.moveouts, "moveouts", T, C, true);
+  }
+  if (!c.weights.empty()) {
+    net.weights = {};
+    if (g.ranks > 1)
+      tables.weights = network_table(c.weights, "weights", T, C, false);
+    else
+      net.weights = read_network_array(c.weights, "weights", T, C, false);
+  }
+  if (tables.moveouts || tables.weights)
+    detail(g, "mfilter: each rank reads its template group's rows of the network");
 
   const MfMethod method = mf_resolve_method(o, K);
   const Precision precision = o.precision.value_or(mf_default_precision(method));
@@ -235,9 +280,15 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
               std::to_string(mf_correlation_count(L, K, c.step)) + " correlation times; method " +
               std::string(mf_method_name(method)) + ", precision " +
               std::string(precision_name(precision)));
-  MfJob job{
-      o, det, std::move(data), std::move(samples), std::move(t), std::move(bank), std::move(net),
-      ""};
+  MfJob job{o,
+            det,
+            std::move(data),
+            std::move(samples),
+            std::move(t),
+            std::move(bank),
+            std::move(net),
+            std::move(tables),
+            ""};
   job.history = "halfscope " HALFSCOPE_VERSION " mfilter " + std::string(mf_method_name(method)) +
                 " " + std::string(precision_name(precision)) + " " + c.normalize;
   return job;
@@ -314,7 +365,7 @@ void run_mfilter(const Globals& g, const MfCliOptions& c) {
     const auto samples = job.samples ? nullptr : io::array_samples(job.data.data);
     const auto bank = job.bank ? nullptr : io::array_templates(job.t.templates);
     run = mfilter_over_ranks(g, job.bank ? *job.bank : *bank, job.samples ? *job.samples : *samples,
-                             job.options, job.network, c.detect ? &job.detect : nullptr,
+                             job.options, job.network, job.tables, c.detect ? &job.detect : nullptr,
                              !c.output.empty(), c.check, c.time_parts,
                              npy ? c.output : std::string());
   } else {

@@ -39,11 +39,15 @@ void on_every_rank(const Globals& g, const std::function<void()>& step) {
 
 MfRun mfilter_over_ranks(const Globals& g, const io::TemplateSource& templates,
                          const io::SampleSource& data, const MfOptions& options,
-                         const MfNetwork& network, const DetectOptions* detect, bool want_cc,
-                         bool check, std::int64_t time_parts, const std::string& npy_output) {
+                         const MfNetwork& arrays, const NetworkTables& tables,
+                         const DetectOptions* detect, bool want_cc, bool check,
+                         std::int64_t time_parts, const std::string& npy_output) {
 #if HALFSCOPE_HAS_MPI
   (void)g;
   const mpi::Comm world = mpi::Comm::world();
+  mpi::MfNetworkTables network(arrays);
+  if (tables.moveouts) network.moveouts = tables.moveouts;
+  if (tables.weights) network.weights = tables.weights;
   const mpi::MfSplit split{time_parts};
   MfRun run;
   mpi::MfPart part;
@@ -74,8 +78,8 @@ MfRun mfilter_over_ranks(const Globals& g, const io::TemplateSource& templates,
   }
   return run;
 #else
-  (void)templates, (void)data, (void)options, (void)network, (void)detect, (void)want_cc,
-      (void)check, (void)time_parts, (void)npy_output;
+  (void)templates, (void)data, (void)options, (void)arrays, (void)tables, (void)detect,
+      (void)want_cc, (void)check, (void)time_parts, (void)npy_output;
   throw Unsupported("halfscope mfilter on " + std::to_string(g.ranks) +
                     " ranks: this build has no MPI");
 #endif

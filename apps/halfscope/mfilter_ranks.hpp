@@ -13,6 +13,7 @@
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 
@@ -40,15 +41,23 @@ struct MfRun {
   std::unique_ptr<io::AtomicOutput> cc_file;
 };
 
+/// Network tables of which each rank reads its template group's rows (io::npy_table); a null
+/// table: the MfNetwork array of the call, if any.
+struct NetworkTables {
+  std::shared_ptr<const io::TableSource> moveouts, weights;
+};
+
 /// The matched filtering of one call split over the ranks (halfscope/mpi/mfilter.hpp; only with
 /// several ranks in a build with MPI), each rank reading its template group of `templates` and
-/// its share of `data`: when `want_cc`, the result written by the ranks into `npy_output`
-/// (mpi::write_result_npy, left uncommitted in cc_file) or, without one, gathered on rank 0; the
-/// detections when `detect` is not null, and with `check` the largest difference from the FP64
-/// CPU reference computed over the ranks too. `time_parts`: mpi::MfSplit's.
+/// its share of `data` and its rows of the network (`tables`, else `network`): when `want_cc`, the
+/// result written by the ranks into `npy_output` (mpi::write_result_npy, left uncommitted in
+/// cc_file) or, without one, gathered on rank 0; the detections when `detect` is not null, and with
+/// `check` the largest difference from the FP64 CPU reference computed over the ranks too.
+/// `time_parts`: mpi::MfSplit's.
 MfRun mfilter_over_ranks(const Globals& g, const io::TemplateSource& templates,
                          const io::SampleSource& data, const MfOptions& options,
-                         const MfNetwork& network, const DetectOptions* detect, bool want_cc,
-                         bool check, std::int64_t time_parts, const std::string& npy_output);
+                         const MfNetwork& network, const NetworkTables& tables,
+                         const DetectOptions* detect, bool want_cc, bool check,
+                         std::int64_t time_parts, const std::string& npy_output);
 
 }  // namespace halfscope::cli

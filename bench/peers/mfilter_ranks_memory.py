@@ -4,9 +4,11 @@
 Since the ranks read a .npy DATA by windows and a .npy TEMPLATES by template groups
 (docs/scaling.md, "Matched filtering over MPI ranks"), a rank holds its share of the
 whole-channel scan, its own window of the day and its own templates instead of the whole day and
-the whole bank. This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
+the whole bank (and, since they read the network's .npy tables by template groups too, its rows
+of the moveouts and weights instead of the whole network). This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
 (T templates and C channels x L float32 samples of noise with the templates planted; a large
-bank with `--templates 20000 --length 128 --samples 1024`) in one process and under
+bank with `--templates 20000 --length 128 --samples 1024`; `--network` adds moveouts and
+weights files) in one process and under
 `mpirun -np N`, each process started through a small Python wrapper that records its child's
 peak resident memory (getrusage RUSAGE_CHILDREN, ru_maxrss), and reports per run the largest and
 the mean peak over the ranks, the wall clock of the whole command (a fresh process per run:
@@ -45,9 +47,16 @@ WRAPPER = ("import os, resource, subprocess, sys; "
            "sys.exit(status)")
 
 
-def make_inputs(work, templates, channels, samples, length, seed=5):
+def make_inputs(work, templates, channels, samples, length, network=False, seed=5):
     rng = np.random.default_rng(seed)
     t = rng.standard_normal((templates, channels, length)).astype(np.float32)
+    # With a network: moveouts (int64) in [0, length) and weights (float64) in [0.5, 1), as
+    # .npy files of (T, C); the events are planted at their templates' moveouts.
+    moveouts = np.zeros((templates, channels), dtype=np.int64)
+    if network:
+        moveouts = rng.integers(0, length, (templates, channels), dtype=np.int64)
+        np.save(work / "moveouts.npy", moveouts)
+        np.save(work / "weights.npy", rng.uniform(0.5, 1.0, (templates, channels)))
     data = np.lib.format.open_memmap(work / "data.npy", mode="w+", dtype=np.float32,
                                      shape=(channels, samples))
     for c in range(channels):
@@ -56,8 +65,10 @@ def make_inputs(work, templates, channels, samples, length, seed=5):
     # least 2 template lengths apart), as many events of templates spread over the bank.
     events = min(templates, samples // (2 * length))
     for e in range(events):
-        at = (e + 1) * samples // (events + 1)
-        data[:, at:at + length] += 4 * t[e * templates // events]
+        at, k = (e + 1) * samples // (events + 1), e * templates // events
+        for c in range(channels):
+            s = min(at + moveouts[k, c], samples - length)
+            data[c, s:s + length] += 4 * t[k, c]
     data.flush()
     del data
     np.save(work / "templates.npy", t)
@@ -132,11 +143,17 @@ def main(argv=None):
     ap.add_argument("--data-format", default="npy", choices=["npy", "sac", "mseed"],
                     help="DATA as one .npy, or as SAC or MiniSEED files of one channel each "
                     "(needs ObsPy)")
+    ap.add_argument("--network", action="store_true",
+                    help="also --moveouts and --weights .npy files of (T, C)")
     args = ap.parse_args(argv)
 
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-mf-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
-    make_inputs(work, args.templates, args.channels, args.samples, args.length)
+    make_inputs(work, args.templates, args.channels, args.samples, args.length, args.network)
+    network = ["--moveouts", str(work / "moveouts.npy"), "--weights",
+               str(work / "weights.npy")] if args.network else []
+    network_bytes = sum((work / f).stat().st_size for f in ("moveouts.npy", "weights.npy")
+                        if args.network)
     data_arg = str(work / "data.npy")
     if args.data_format != "npy":
         data_arg = write_waveform_channels(work, args.channels, args.data_format)
@@ -145,7 +162,7 @@ def main(argv=None):
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
         "--method", "direct", "--precision", "single"]
     common = ["--device", args.device, "mfilter", str(work / "templates.npy"),
-              data_arg, *method, "--detect", "--threshold", args.threshold,
+              data_arg, *method, *network, "--detect", "--threshold", args.threshold,
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
               "template_length": args.length,
@@ -153,6 +170,8 @@ def main(argv=None):
                        "mseed": "int32 Steim-2 MiniSEED (4096-byte records), one file per "
                                 "channel"}[args.data_format], "data_bytes": data_bytes,
               "templates_file": "float32 .npy", "templates_bytes": templates_bytes,
+              "network": "int64 moveouts and float64 weights, .npy (T, C)" if args.network
+              else "none", "network_bytes": network_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",
               "time": "wall clock of the whole command, fresh processes",
               "memory": "peak resident memory per process (ru_maxrss)"}

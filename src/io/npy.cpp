@@ -335,6 +335,34 @@ void NpyPartReader::read(std::byte* out, std::int64_t count, std::int64_t offset
   file_.read_exact(out, count, header_.data_offset + offset, name_);
 }
 
+Array NpyPartReader::read_rows(std::int64_t begin, std::int64_t end) const {
+  const Shape& shape = header_.shape;
+  Shape rows_shape = shape;
+  rows_shape.front() = end - begin;
+  const std::int64_t T = shape.front(), n = end - begin, es = dtype_size(header_.dtype);
+  const std::int64_t row = T == 0 ? 0 : shape_size(shape) / T;
+  Array out(header_.dtype, rows_shape);
+  auto* bytes = static_cast<std::byte*>(out.data());
+  if (n > 0 && header_.fortran_order && T > 1 && row > 1) {
+    // Element j of row t (j in Fortran order over the other axes) lies at t + T * j: the n rows'
+    // elements j are one run, landing `row` apart at j's C-order place in the result.
+    std::vector<std::byte> run(static_cast<std::size_t>(n * es));
+    std::vector<std::int64_t> index(shape.size(), 0);  // j's indices, axes 1.. (0 unused)
+    for (std::int64_t j = 0; j < row; ++j) {
+      std::int64_t c_index = 0;
+      for (std::size_t a = 1; a < shape.size(); ++a) c_index = c_index * shape[a] + index[a];
+      read(run.data(), n * es, (j * T + begin) * es);
+      for (std::int64_t t = 0; t < n; ++t)
+        std::copy_n(run.data() + t * es, es, bytes + (t * row + c_index) * es);
+      for (std::size_t a = 1; a < shape.size() && ++index[a] == shape[a]; ++a) index[a] = 0;
+    }
+  } else if (n > 0 && row > 0) {
+    read(bytes, n * row * es, begin * row * es);
+  }
+  to_native_order(header_, bytes, n * row);
+  return out;
+}
+
 }  // namespace detail
 
 Array parse_npy(std::span<const std::byte> bytes, std::string_view name) {

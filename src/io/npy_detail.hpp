@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "halfscope/core/array.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
@@ -51,6 +52,10 @@ class NpyPartReader {
   /// Exactly `count` data bytes from `offset` past the header, in the file's byte order; IoError
   /// naming the file when fewer are there (the file shrank since the header was read).
   void read(std::byte* out, std::int64_t count, std::int64_t offset) const;
+  /// Rows [begin, end) along the first axis (0 <= begin <= end <= the first extent, checked by
+  /// the caller), C-contiguous, of the file's dtype in the machine's byte order: one read in C
+  /// order, one per element of a row in Fortran order (where a row's elements lie T apart).
+  [[nodiscard]] Array read_rows(std::int64_t begin, std::int64_t end) const;
 
  private:
   std::string name_;

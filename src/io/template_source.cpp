@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/npy.hpp"
@@ -65,26 +64,7 @@ class NpyTemplates final : public TemplateSource {
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
     check_range(*this, begin, end);
-    const NpyHeader& h = file_.header();
-    const std::int64_t T = shape_[0], row = shape_[1] * shape_[2], n = end - begin;
-    const std::int64_t es = dtype_size(h.dtype);
-    Array raw(h.dtype, {n, shape_[1], shape_[2]});
-    auto* bytes = static_cast<std::byte*>(raw.data());
-    if (n > 0 && h.fortran_order && T > 1) {
-      // Template t of channel c, sample k lies at t + T * (c + C * k): the n templates of one
-      // (c, k) are a run, whose elements land `row` apart in the C-order result.
-      const std::int64_t C = shape_[1], K = shape_[2];
-      std::vector<std::byte> run(static_cast<std::size_t>(n * es));
-      for (std::int64_t k = 0; k < K; ++k)
-        for (std::int64_t c = 0; c < C; ++c) {
-          file_.read(run.data(), n * es, ((c + C * k) * T + begin) * es);
-          for (std::int64_t t = 0; t < n; ++t)
-            std::copy_n(run.data() + t * es, es, bytes + (t * row + c * K + k) * es);
-        }
-    } else if (n > 0) {
-      file_.read(bytes, n * row * es, begin * row * es);
-    }
-    detail::to_native_order(h, bytes, n * row);
+    const Array raw = file_.read_rows(begin, end).reshape({end - begin, shape_[1], shape_[2]});
     Array out = raw.dtype() == dtype() ? raw : raw.astype(dtype());
     check_finite_templates(file_.name(), out, begin);
     return out;

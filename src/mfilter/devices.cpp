@@ -47,32 +47,40 @@ std::int64_t group_granule(const Prepared& p) {
   return wgmma ? kWgmmaGroupTemplates : kGroupGranule;
 }
 
-std::int64_t wgmma_row_length(const Prepared& p) {
-  const std::int64_t T = p.dims.templates, C = p.dims.channels;
+std::int64_t wgmma_row_length(const std::int64_t* moveouts, const float* weights, std::int64_t rows,
+                              std::int64_t C, std::int64_t K) {
   std::int64_t longest = 0, base = 0;
-  for (std::int64_t g = 0; g * kWgmmaGroupTemplates < T; ++g)
+  for (std::int64_t g = 0; g * kWgmmaGroupTemplates < rows; ++g)
     for (std::int64_t c = 0; c < C; ++c)
-      longest = std::max(longest, 16 * wgmma_group_ksteps(p.moveouts.data(), p.weights.data(), T, C,
-                                                          p.dims.length, g, c, base));
+      longest =
+          std::max(longest, 16 * wgmma_group_ksteps(moveouts, weights, rows, C, K, g, c, base));
   return longest;
+}
+
+std::int64_t wgmma_row_length(const Prepared& p) {
+  return wgmma_row_length(p.moveouts.data(), p.weights.data(), p.dims.templates, p.dims.channels,
+                          p.dims.length);
+}
+
+std::int64_t tile_moveout_spread(const std::int64_t* moveouts, std::int64_t rows, std::int64_t C) {
+  std::int64_t spread = 0;
+  for (std::int64_t t0 = 0; t0 < rows; t0 += kGroupGranule)
+    for (std::int64_t c = 0; c < C; ++c) {
+      std::int64_t lo = moveouts[t0 * C + c], hi = lo;
+      for (std::int64_t t = t0 + 1; t < std::min(rows, t0 + kGroupGranule); ++t) {
+        lo = std::min(lo, moveouts[t * C + c]);
+        hi = std::max(hi, moveouts[t * C + c]);
+      }
+      spread = std::max(spread, hi - lo);
+    }
+  return spread;
 }
 
 // The tensor kernel's moveout_spread_kernel over the whole call: it shortens its tiles of
 // correlation times by this, which moves where each block stages and scales its data.
 std::int64_t tile_moveout_spread(const Prepared& p) {
-  const std::int64_t T = p.dims.templates, C = p.dims.channels;
   if (p.moveouts.empty()) return 0;
-  std::int64_t spread = 0;
-  for (std::int64_t t0 = 0; t0 < T; t0 += kGroupGranule)
-    for (std::int64_t c = 0; c < C; ++c) {
-      std::int64_t lo = p.moveouts[static_cast<std::size_t>(t0 * C + c)], hi = lo;
-      for (std::int64_t t = t0 + 1; t < std::min(T, t0 + kGroupGranule); ++t) {
-        lo = std::min(lo, p.moveouts[static_cast<std::size_t>(t * C + c)]);
-        hi = std::max(hi, p.moveouts[static_cast<std::size_t>(t * C + c)]);
-      }
-      spread = std::max(spread, hi - lo);
-    }
-  return spread;
+  return tile_moveout_spread(p.moveouts.data(), p.dims.templates, p.dims.channels);
 }
 
 void validate_devices(const std::vector<int>& devices, const Prepared& p) {

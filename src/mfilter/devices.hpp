@@ -28,6 +28,12 @@ std::int64_t group_granule(const Prepared& p);
 /// the largest over its 64-template groups and channels.
 std::int64_t wgmma_row_length(const Prepared& p);
 
+/// The same over `rows` templates of (rows, C) moveouts and weights that start at a multiple of
+/// 64 templates of the call: the largest over the call's 64-template groups among them (the
+/// whole call's is the largest over its template groups so aligned).
+std::int64_t wgmma_row_length(const std::int64_t* moveouts, const float* weights, std::int64_t rows,
+                              std::int64_t C, std::int64_t K);
+
 /// [begin, end) template ranges for `parts` groups: contiguous, in order, covering 0..templates,
 /// each a multiple of `granule` templates but the last (which ends at `templates`), the counts of
 /// granules differing by at most one; min(parts, ceil(templates / granule)) groups (none empty).
@@ -41,6 +47,10 @@ std::vector<std::pair<std::int64_t, std::int64_t>> template_ranges(std::int64_t 
 /// its own (over devices or MPI ranks) sets Prepared::tile_spread_floor to it to compute the
 /// whole call's bits.
 std::int64_t tile_moveout_spread(const Prepared& p);
+
+/// The same over `rows` templates of (rows, C) moveouts that start at a multiple of
+/// kGroupGranule templates of the call.
+std::int64_t tile_moveout_spread(const std::int64_t* moveouts, std::int64_t rows, std::int64_t C);
 
 /// Checks options.devices against the machine and the call: every index a CUDA device of this
 /// host, a GPU method, and for device data only the device that holds them.

@@ -81,13 +81,28 @@ struct ArrayInfo {
   static ArrayInfo of(const Array& a);
 };
 
-/// prepare without the templates' values and the data, from their shapes: every check of the
-/// call and its plan (dims, method, precision, network), so that callers holding only a group of
-/// the templates and windows of the data (the MPI ranks) prepare the same call;
-/// prepare_template_rows then prepares their group. `templates`, `data` and `channel_offsets`
-/// stay empty.
+/// prepare without the templates' values, the data and the network's values, from their shapes:
+/// every check of the call and its plan (dims, method, precision, the network's shapes and the
+/// moveouts' type; an `empty` moveouts or weights: none given), so that callers holding only a
+/// group of the templates, its rows of the network and windows of the data (the MPI ranks)
+/// prepare the same call; prepare_template_rows and prepare_network_rows then prepare their
+/// group. `templates`, `data`, `channel_offsets`, `moveouts` and `weights` stay empty.
 Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const MfOptions& options,
-                      const MfNetwork& network);
+                      const ArrayInfo& moveouts, const ArrayInfo& weights);
+
+/// A template group's rows of the network: (n, C) moveouts and weights, as Prepared holds them.
+struct NetworkRows {
+  std::vector<std::int64_t> moveouts;
+  std::vector<float> weights;
+};
+
+/// The network of templates [first, first + n) of a call prepared by prepare_call, given as
+/// n * C values each in C order (any shape; empty arrays: moveouts 0, weights 1): what
+/// p.moveouts and p.weights hold for them when prepare prepares the whole network (moveouts
+/// clamped to +-(samples + 1), weights as float32). InvalidInput naming the first non-finite
+/// weight's template (counted from `first`) and channel.
+NetworkRows prepare_network_rows(const Prepared& p, const Array& moveouts, const Array& weights,
+                                 std::int64_t first, std::int64_t n);
 
 /// Templates [first, first + n) of a call prepared by prepare_call, given as a host (n, C, K)
 /// array of any real type: what p.templates holds for them (n * C * K values of storage_type(p))

@@ -298,38 +298,20 @@ Array prepare_device_data(const Array& data, const Dims& d, DType want,
 }
 #endif
 
-void prepare_network(Prepared& p, const MfNetwork& net) {
-  const Dims& d = p.dims;
-  const std::int64_t n = d.templates * d.channels;
+// The network's shapes and the moveouts' type: (T, C), or (T) for one channel.
+void check_network(const Dims& d, const ArrayInfo& moveouts, const ArrayInfo& weights) {
   const Shape want{d.templates, d.channels};
-  const auto check_shape = [&](const Array& a, const char* what) {
-    const bool one_channel_1d = d.channels == 1 && a.ndim() == 1 && a.dim(0) == d.templates;
-    if (a.shape() != want && !one_channel_1d)
+  const auto check_shape = [&](const ArrayInfo& a, const char* what) {
+    const bool one_channel_1d = d.channels == 1 && a.shape == Shape{d.templates};
+    if (!a.empty && a.shape != want && !one_channel_1d)
       throw InvalidInput("matched_filter: " + std::string(what) + ": expected shape " +
-                         shape_to_string(want) + " (templates, channels), found " + a.describe());
+                         shape_to_string(want) + " (templates, channels), found " + a.description);
   };
-  // A window starts within [moveout, (n_corr - 1) * step + moveout]; beyond +-(L + 1) every window
-  // is outside the data, so the clamp changes no result (dispatch.hpp).
-  const std::int64_t bound = d.samples + 1;
-  p.moveouts.assign(static_cast<std::size_t>(n), 0);
-  if (!net.moveouts.empty()) {
-    check_shape(net.moveouts, "moveouts");
-    if (dtype_is_float(net.moveouts.dtype()))
-      throw InvalidInput("matched_filter: moveouts: expected integers (samples), found " +
-                         net.moveouts.describe());
-    const Array m = host_contiguous(net.moveouts);
-    for (std::int64_t j = 0; j < n; ++j)
-      p.moveouts[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(
-          std::clamp(m.at_as_double(j), -static_cast<double>(bound), static_cast<double>(bound)));
-  }
-  p.weights.assign(static_cast<std::size_t>(n), 1.0f);
-  if (!net.weights.empty()) {
-    check_shape(net.weights, "weights");
-    const Array w = to_real(net.weights, DType::f32, "weights", [&](std::int64_t i) {
-      return "template " + str(i / d.channels) + ", channel " + str(i % d.channels);
-    });
-    std::copy_n(w.data_as<float>(), n, p.weights.begin());
-  }
+  check_shape(moveouts, "moveouts");
+  if (!moveouts.empty && dtype_is_float(moveouts.dtype))
+    throw InvalidInput("matched_filter: moveouts: expected integers (samples), found " +
+                       moveouts.description);
+  check_shape(weights, "weights");
 }
 
 }  // namespace
@@ -339,7 +321,7 @@ ArrayInfo ArrayInfo::of(const Array& a) {
 }
 
 Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const MfOptions& o,
-                      const MfNetwork& network) {
+                      const ArrayInfo& moveouts, const ArrayInfo& weights) {
   if (templates.empty) throw InvalidInput("matched_filter: templates: empty array");
   if (data.empty) throw InvalidInput("matched_filter: data: empty array");
   const auto t_ndim = static_cast<std::int64_t>(templates.shape.size());
@@ -400,8 +382,40 @@ Prepared prepare_call(const ArrayInfo& templates, const ArrayInfo& data, const M
                       precision_list(ok));
   p.on_gpu = runs_on == DeviceKind::Cuda;
   p.data_on_device = data.on_device;
-  prepare_network(p, network);
+  check_network(d, moveouts, weights);
   return p;
+}
+
+NetworkRows prepare_network_rows(const Prepared& p, const Array& moveouts, const Array& weights,
+                                 std::int64_t first, std::int64_t n) {
+  const Dims& d = p.dims;
+  const std::int64_t count = n * d.channels;
+  const auto check_size = [&](const Array& a, const char* what) {
+    if (!a.empty() && a.size() != count)
+      throw Error("matched_filter: " + std::string(what) + " of templates [" + str(first) + ", " +
+                  str(first + n) + "): " + str(a.size()) + " values, expected " + str(count));
+  };
+  check_size(moveouts, "moveouts");
+  check_size(weights, "weights");
+  NetworkRows rows;
+  // A window starts within [moveout, (n_corr - 1) * step + moveout]; beyond +-(L + 1) every window
+  // is outside the data, so the clamp changes no result (dispatch.hpp).
+  const double bound = static_cast<double>(d.samples + 1);
+  rows.moveouts.assign(static_cast<std::size_t>(count), 0);
+  if (!moveouts.empty()) {
+    const Array m = host_contiguous(moveouts);
+    for (std::int64_t j = 0; j < count; ++j)
+      rows.moveouts[static_cast<std::size_t>(j)] =
+          static_cast<std::int64_t>(std::clamp(m.at_as_double(j), -bound, bound));
+  }
+  rows.weights.assign(static_cast<std::size_t>(count), 1.0f);
+  if (!weights.empty()) {
+    const Array w = to_real(weights, DType::f32, "weights", [&](std::int64_t i) {
+      return "template " + str(first + i / d.channels) + ", channel " + str(i % d.channels);
+    });
+    std::copy_n(w.data_as<float>(), count, rows.weights.begin());
+  }
+  return rows;
 }
 
 Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t first) {
@@ -410,7 +424,11 @@ Array prepare_template_rows(const Prepared& p, const Array& rows, std::int64_t f
 
 Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
                  const MfNetwork& network) {
-  Prepared p = prepare_call(ArrayInfo::of(templates), ArrayInfo::of(data), o, network);
+  Prepared p = prepare_call(ArrayInfo::of(templates), ArrayInfo::of(data), o,
+                            ArrayInfo::of(network.moveouts), ArrayInfo::of(network.weights));
+  NetworkRows net = prepare_network_rows(p, network.moveouts, network.weights, 0, p.dims.templates);
+  p.moveouts = std::move(net.moveouts);
+  p.weights = std::move(net.weights);
   p.templates = prepare_template_rows(p, templates, 0);
   const Dims& d = p.dims;
   const DType want = storage_type(p);

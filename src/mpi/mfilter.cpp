@@ -45,7 +45,7 @@ constexpr int kTagHeader = 0x6d660, kTagValues = 0x6d661;
 MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates,
                            const io::SampleSource* data, const mfilter::ArrayInfo& tinfo,
                            const mfilter::ArrayInfo& dinfo, const MfOptions& options,
-                           const MfNetwork& network, const MfSplit& split) {
+                           const MfNetworkTables& network, const MfSplit& split) {
   const mfilter::Prepared p =
       mf::prepare_everywhere(comm, tinfo, dinfo, options, network, "mpi::matched_filter");
   const mf::RankData rank_data = mf::data_factors(comm, *data, p);
@@ -55,12 +55,16 @@ MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates
   agree(comm, [&] {
     part.share = mf_share(comm.rank(), comm.size(), p.dims.templates, p.dims.n_corr, split,
                           mfilter::group_granule(p));
+  });
+  const MfShare& s = part.share;
+  const mf::GroupNetwork net =
+      mf::group_network(comm, network, p, s.template_begin, s.template_end);
+  agree(comm, [&] {
     mf::fault_hook(comm);
-    const MfShare& s = part.share;
     if (s.empty()) return;
-    mfilter::Prepared block =
-        mf::block_problem(p, mf::group_templates(*templates, p, s.template_begin, s.template_end),
-                          rank_data, s.template_begin, s.template_end, s.time_begin, s.time_end);
+    mfilter::Prepared block = mf::block_problem(
+        p, mf::group_templates(*templates, p, s.template_begin, s.template_end), net, rank_data,
+        s.template_begin, s.template_end, s.time_begin, s.time_end);
     block.device_share = sharers;
     part.values = mf::compute_block(block, device);
   });
@@ -68,6 +72,11 @@ MfPart matched_filter_part(const Comm& comm, const io::TemplateSource* templates
 }
 
 }  // namespace
+
+MfNetworkTables::MfNetworkTables(const MfNetwork& network) {
+  if (!network.moveouts.empty()) moveouts = io::array_table(network.moveouts);
+  if (!network.weights.empty()) weights = io::array_table(network.weights);
+}
 
 MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_corr,
                  const MfSplit& split, std::int64_t granule) {
@@ -97,7 +106,7 @@ MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_cor
 
 MfPart matched_filter(const Comm& comm, const io::TemplateSource& templates,
                       const io::SampleSource& data, const MfOptions& options,
-                      const MfNetwork& network, const MfSplit& split) {
+                      const MfNetworkTables& network, const MfSplit& split) {
   return matched_filter_part(comm, &templates, &data, mf::template_info(templates),
                              mf::data_info(data), options, network, split);
 }

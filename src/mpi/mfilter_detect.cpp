@@ -82,8 +82,9 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSou
                                          const io::SampleSource* data,
                                          const mfilter::ArrayInfo& tinfo,
                                          const mfilter::ArrayInfo& dinfo, const MfOptions& options,
-                                         const MfNetwork& network, const DetectOptions& detect,
-                                         const MfSplit& split, MfPart* stack) {
+                                         const MfNetworkTables& network,
+                                         const DetectOptions& detect, const MfSplit& split,
+                                         MfPart* stack) {
   MfOptions o = options;
   o.network_sum = true;  // detection runs on the network stack, as in one process
   agree(comm, [&] { mfilter::validate_detect_options(detect, o.step); });
@@ -103,13 +104,17 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSou
   std::vector<Detection> candidates;
   agree(comm, [&] {
     s = mf_share(comm.rank(), comm.size(), p.dims.templates, n, split, mfilter::group_granule(p));
+  });
+  const mf::GroupNetwork net =
+      mf::group_network(comm, network, p, s.template_begin, s.template_end);
+  agree(comm, [&] {
     mf::fault_hook(comm);
     if (s.empty()) return;
     c0 = std::max<std::int64_t>(0, s.time_begin - 1);
     c1 = std::min(n, s.time_end + 1);
     problem =
         mf::block_problem(p, mf::group_templates(*templates, p, s.template_begin, s.template_end),
-                          rank_data, s.template_begin, s.template_end, c0, c1);
+                          net, rank_data, s.template_begin, s.template_end, c0, c1);
     problem.device_share = sharers;
     if (!device_search) {
       block = mf::compute_block(problem, device);
@@ -223,8 +228,9 @@ std::vector<Detection> detect_over_ranks(const Comm& comm, const io::TemplateSou
 
 std::vector<Detection> matched_filter_detect(const Comm& comm, const io::TemplateSource& templates,
                                              const io::SampleSource& data, const MfOptions& options,
-                                             const MfNetwork& network, const DetectOptions& detect,
-                                             const MfSplit& split, MfPart* stack) {
+                                             const MfNetworkTables& network,
+                                             const DetectOptions& detect, const MfSplit& split,
+                                             MfPart* stack) {
   return detect_over_ranks(comm, &templates, &data, mf::template_info(templates),
                            mf::data_info(data), options, network, detect, split, stack);
 }

@@ -23,6 +23,12 @@ std::string str(std::int64_t v) {
   return std::to_string(v);
 }
 
+// How prepare_call sees a table of the network (none: an empty array).
+mfilter::ArrayInfo table_info(const io::TableSource* table) {
+  if (table == nullptr) return {{}, DType::f32, false, true, "none"};
+  return {table->shape(), table->dtype(), false, false, table->describe()};
+}
+
 }  // namespace
 
 mfilter::ArrayInfo data_info(const io::SampleSource& data) {
@@ -58,7 +64,7 @@ std::unique_ptr<io::TemplateSource> host_templates(const Comm& comm, const Array
 
 mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo& templates,
                                      const mfilter::ArrayInfo& data, const MfOptions& options,
-                                     const MfNetwork& network, const char* what) {
+                                     const MfNetworkTables& network, const char* what) {
   mfilter::Prepared p;
   agree(comm, [&] {
     if (!options.devices.empty())
@@ -69,7 +75,8 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo&
     if (templates.on_device || data.on_device)
       throw InvalidInput(std::string(what) + ": expected host templates and data on every rank, " +
                          "found templates " + templates.description + ", data " + data.description);
-    p = mfilter::prepare_call(templates, data, options, network);
+    p = mfilter::prepare_call(templates, data, options, table_info(network.moveouts.get()),
+                              table_info(network.weights.get()));
   });
   // Every rank splits the call by its own shapes, so they must be the same everywhere: compare
   // the largest and the smallest of each value over the ranks (one reduction of both signs).
@@ -113,9 +120,32 @@ Array group_templates(const io::TemplateSource& templates, const mfilter::Prepar
   return mfilter::prepare_template_rows(p, templates.read(t0, t1), t0);
 }
 
+GroupNetwork group_network(const Comm& comm, const MfNetworkTables& network,
+                           const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1) {
+  GroupNetwork g;
+  std::array<std::int64_t, 2> facts{0, 0};
+  agree(comm, [&] {
+    if (t1 <= t0) return;
+    const auto rows = [&](const std::shared_ptr<const io::TableSource>& table) {
+      return table ? table->read(t0, t1) : Array{};
+    };
+    g.rows = mfilter::prepare_network_rows(p, rows(network.moveouts), rows(network.weights), t0,
+                                           t1 - t0);
+    const std::int64_t C = p.dims.channels;
+    facts[0] = mfilter::tile_moveout_spread(g.rows.moveouts.data(), t1 - t0, C);
+    if (mfilter::group_granule(p) == mfilter::kWgmmaGroupTemplates)
+      facts[1] = mfilter::wgmma_row_length(g.rows.moveouts.data(), g.rows.weights.data(), t1 - t0,
+                                           C, p.dims.length);
+  });
+  comm.max(std::span<std::int64_t>(facts));
+  g.tile_spread = facts[0];
+  g.wgmma_row = facts[1];
+  return g;
+}
+
 mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templates,
-                                const RankData& data, std::int64_t t0, std::int64_t t1,
-                                std::int64_t c0, std::int64_t c1) {
+                                const GroupNetwork& network, const RankData& data, std::int64_t t0,
+                                std::int64_t t1, std::int64_t c0, std::int64_t c1) {
   const mfilter::Dims& d = p.dims;
   const std::int64_t C = d.channels, K = d.length, L = d.samples;
   mfilter::Prepared sub;
@@ -126,23 +156,25 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templat
   sub.precision = p.precision;
   sub.on_gpu = p.on_gpu;
   // A template group tiles correlation time as the whole call does (bit-identical rows on GPUs).
-  sub.tile_spread_floor = std::max(p.tile_spread_floor, mfilter::tile_moveout_spread(p));
+  sub.tile_spread_floor = std::max(p.tile_spread_floor, network.tile_spread);
   sub.template_group = true;
   // So do the wgmma kernel's 64-template groups (mf_share aligns them), sized by the whole call's
   // longest template row, so the block falls back to the other kernel exactly when the call does.
   sub.wgmma_aligned = mfilter::group_granule(p) == mfilter::kWgmmaGroupTemplates &&
                       t0 % mfilter::kWgmmaGroupTemplates == 0;
-  sub.wgmma_kp_floor = sub.wgmma_aligned ? mfilter::wgmma_row_length(p) : 0;
+  sub.wgmma_kp_floor = sub.wgmma_aligned ? network.wgmma_row : 0;
   // Templates are independent: a group is the rows of its templates (and of their network).
   if (templates.size() != (t1 - t0) * C * K)
     throw Error("mpi::block_problem: " + str(templates.size()) +
                 " template values for templates [" + str(t0) + ", " + str(t1) + "): expected " +
                 str((t1 - t0) * C * K));
   sub.templates = templates;
-  const auto first = static_cast<std::ptrdiff_t>(t0 * C),
-             last = static_cast<std::ptrdiff_t>(t1 * C);
-  sub.moveouts.assign(p.moveouts.begin() + first, p.moveouts.begin() + last);
-  sub.weights.assign(p.weights.begin() + first, p.weights.begin() + last);
+  if (std::ssize(network.rows.moveouts) != (t1 - t0) * C ||
+      std::ssize(network.rows.weights) != (t1 - t0) * C)
+    throw Error("mpi::block_problem: the network rows do not hold templates [" + str(t0) + ", " +
+                str(t1) + ") x " + str(C) + " channels");
+  sub.moveouts = network.rows.moveouts;
+  sub.weights = network.rows.weights;
   // Time: the block's windows start in [c0 * step + min moveout, (c1 - 1) * step + max moveout].
   // The slice [a, b) holds every one of them that lies inside the data and no sample beyond a
   // window outside it, so the window rule decides alike. `a` is rounded down to a restart of the

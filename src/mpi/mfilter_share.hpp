@@ -38,7 +38,7 @@ std::unique_ptr<io::TemplateSource> host_templates(const Comm& comm, const Array
 /// ranks hold. Neither the templates nor the data are read: p.templates and p.data stay empty.
 mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo& templates,
                                      const mfilter::ArrayInfo& data, const MfOptions& options,
-                                     const MfNetwork& network, const char* what);
+                                     const MfNetworkTables& network, const char* what);
 
 /// Templates [t0, t1) read from `templates` and prepared for the call (mfilter::
 /// prepare_template_rows): what the one-process call's p.templates holds for them, bit for bit.
@@ -46,6 +46,21 @@ mfilter::Prepared prepare_everywhere(const Comm& comm, const mfilter::ArrayInfo&
 /// template's index in the whole bank.
 Array group_templates(const io::TemplateSource& templates, const mfilter::Prepared& p,
                       std::int64_t t0, std::int64_t t1);
+
+/// One rank's rows of the network and the whole call's facts that its kernels tile by.
+struct GroupNetwork {
+  mfilter::NetworkRows rows;     // templates [t0, t1), as mfilter::prepare prepares them
+  std::int64_t tile_spread = 0;  // mfilter::tile_moveout_spread of the whole call
+  std::int64_t wgmma_row = 0;    // mfilter::wgmma_row_length of the whole call (wgmma calls)
+};
+
+/// The rows [t0, t1) of `network` (none when t0 == t1: an idle rank) prepared for the call, then
+/// the whole call's facts as the largest of every rank's (collective; template groups start on
+/// multiples of mfilter::group_granule(p), so every 16- and 64-template tile of the call lies in
+/// one group). A non-finite weight is InvalidInput on every rank naming its template's index in
+/// the whole call (and the file, for a file's table).
+GroupNetwork group_network(const Comm& comm, const MfNetworkTables& network,
+                           const mfilter::Prepared& p, std::int64_t t0, std::int64_t t1);
 
 /// What a rank knows of the call's data: where to read them and the whole channels' factors.
 struct RankData {
@@ -67,14 +82,15 @@ RankData data_factors(const Comm& comm, const io::SampleSource& data, const mfil
 Array prepared_window(const RankData& data, std::int64_t a, std::int64_t b, DType want);
 
 /// The prepared call restricted to templates [t0, t1) x correlation times [c0, c1): its
-/// templates `templates` (group_templates' for [t0, t1)), its data a window of the data holding
+/// templates `templates` (group_templates' for [t0, t1)), its network `network` (group_network's
+/// for [t0, t1)), its data a window of the data holding
 /// every one of its windows that lies inside the data, read from `data` and converted with the
 /// whole call's factors. The window starts on a multiple of mfilter::kRecomputeEvery samples
 /// (where the FP64 running window energies restart), so every CPU element of the block equals
 /// the whole call's.
 mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templates,
-                                const RankData& data, std::int64_t t0, std::int64_t t1,
-                                std::int64_t c0, std::int64_t c1);
+                                const GroupNetwork& network, const RankData& data, std::int64_t t0,
+                                std::int64_t t1, std::int64_t c0, std::int64_t c1);
 
 /// A block's part of the result, float32 on the host, shaped like the call's result ((rows,
 /// cols) or (rows, C, cols)), computed by the one-process path (run_cpu; on the GPU

@@ -5,10 +5,14 @@
 // (float32, float64 with a large offset that full normalization removes, float64 beyond 2^960
 // that is scaled before its sum); so do they for banks of templates in .npy files (float32 in C
 // order, float64 in Fortran order) read group by group; a non-finite sample or template value is
-// every rank's error naming the file and where the value lies.
+// every rank's error naming the file and where the value lies. The network (moveouts and weights)
+// read by rows from .npy tables, each rank its template group's, gives the same bits and
+// detections, and the whole call's moveout spread reduced over the ranks; a non-finite weight is
+// the error of the rank whose group holds it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -18,10 +22,13 @@
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/mpi/comm.hpp"
 #include "halfscope/mpi/mfilter.hpp"
 #include "mfilter/data_factors.hpp"
+#include "mfilter/devices.hpp"
+#include "mpi/mfilter_share.hpp"
 #include "test_mfilter_inputs.hpp"
 #include "test_support.hpp"
 
@@ -165,16 +172,28 @@ TEST(MpiMfilterWindows, NonFiniteSampleIsEveryRanksErrorNamingTheFile) {
 // ranks, each rank reading only its group's templates from the file.
 constexpr std::int64_t kBankTemplates = 70, kBankSamples = 6000;
 
-// `a` ((T, C, K)) as a Fortran-order array of the same values.
+// `a` as a Fortran-order array of the same values (any dtype and number of axes).
 Array fortran_copy(const Array& a) {
   const Array c = a.contiguous();
   auto buffer = Buffer::allocate(c.nbytes(), Memory::host);
   Array f(buffer, c.dtype(), c.shape(), f_strides(c.shape()));
-  const std::int64_t T = c.dim(0), C = c.dim(1), K = c.dim(2);
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t ch = 0; ch < C; ++ch)
-      for (std::int64_t k = 0; k < K; ++k)
-        f.data_as<double>()[t + T * (ch + C * k)] = c.data_as<double>()[(t * C + ch) * K + k];
+  const auto* from = static_cast<const std::byte*>(c.data());
+  auto* to = static_cast<std::byte*>(f.data());
+  const std::int64_t es = c.itemsize();
+  for (std::int64_t i = 0; i < c.size(); ++i) {
+    // The element's indices from its C-order index, then its Fortran-order place.
+    std::int64_t rest = i, place = 0, stride = 1;
+    std::vector<std::int64_t> index(c.shape().size());
+    for (std::size_t ax = index.size(); ax-- > 0;) {
+      index[ax] = rest % c.shape()[ax];
+      rest /= c.shape()[ax];
+    }
+    for (std::size_t ax = 0; ax < index.size(); ++ax) {
+      place += index[ax] * stride;
+      stride *= c.shape()[ax];
+    }
+    std::memcpy(to + place * es, from + i * es, static_cast<std::size_t>(es));
+  }
   return f;
 }
 
@@ -254,6 +273,129 @@ TEST(MpiMfilterWindows, NonFiniteTemplateIsEveryRanksErrorFromItsGroupsRank) {
       "MPI rank " + std::to_string(owner) + ": " + one);
   // Every rank is still in step.
   EXPECT_NO_THROW((void)matched_filter(world, in.templates, in.data, o, in.network));
+}
+
+// The network of a 70-template bank as .npy tables: moveouts int32 in C order, weights float32
+// in Fortran order; template 66's channel 1 moved far, so the largest moveout spread of a
+// 16-template tile lies in the last group alone.
+struct NetworkFiles {
+  MfNetwork arrays;  // what one process is given
+  MfNetworkTables tables;
+};
+
+NetworkFiles network_files(const SharedDir& dir, const MfNetwork& network) {
+  NetworkFiles n;
+  n.arrays.moveouts = network.moveouts.astype(DType::i32);
+  n.arrays.moveouts.data_as<std::int32_t>()[66 * kChannels + 1] += 900;
+  n.arrays.weights = network.weights.astype(DType::f32);
+  n.tables.moveouts = io::npy_table(dir.write("moveouts.npy", n.arrays.moveouts), "moveouts");
+  n.tables.weights =
+      io::npy_table(dir.write("weights.npy", fortran_copy(n.arrays.weights)), "weights");
+  return n;
+}
+
+TEST(MpiMfilterWindows, NetworkReadByRowsEqualsOneProcessBitForBit) {
+  const Comm world = Comm::world();
+  const SharedDir dir(world);
+  std::vector<std::vector<std::int64_t>> plants(66);
+  plants[0] = {700};
+  plants[40] = {4000};
+  plants[65] = {5100};
+  const auto in = make_inputs(kBankTemplates, kChannels, kLength, kBankSamples, 8, plants);
+  const NetworkFiles net = network_files(dir, in.network);
+  const auto bank = io::npy_templates(dir.write("bank.npy", in.templates));
+  const auto samples = io::array_samples(in.data);
+  for (const Precision precision : {Precision::Double, Precision::Single, Precision::Split}) {
+    for (const MfSplit split : {MfSplit{}, MfSplit{world.size()}}) {
+      SCOPED_TRACE(std::string(precision_name(precision)) + ", time parts " +
+                   std::to_string(split.time_parts));
+      MfOptions o;
+      o.device = DeviceKind::Cpu;
+      o.precision = precision;
+      const Array whole =
+          gather_result(world, matched_filter(world, *bank, *samples, o, net.tables, split), 0);
+      if (world.rank() == 0) {
+        EXPECT_TRUE(
+            bit_identical(halfscope::matched_filter(in.templates, in.data, o, net.arrays), whole));
+      }
+      const DetectOptions detect{7.0, ThresholdType::Mad, 100};
+      const auto expected =
+          halfscope::matched_filter_detect(in.templates, in.data, o, net.arrays, detect);
+      EXPECT_GE(expected.size(), 3u);  // the planted templates: the comparison means something
+      EXPECT_TRUE(same_detections(
+          expected, matched_filter_detect(world, *bank, *samples, o, net.tables, detect, split)));
+    }
+  }
+  // The whole call's largest 16-template moveout spread (which the GPU kernels tile by), from
+  // each rank's rows of the tables.
+  MfOptions o;
+  o.device = DeviceKind::Cpu;
+  const mfilter::Prepared whole = mfilter::prepare(in.templates, in.data, o, net.arrays);
+  const mfilter::Prepared p =
+      mf::prepare_everywhere(world, mfilter::ArrayInfo::of(in.templates),
+                             mfilter::ArrayInfo::of(in.data), o, net.tables, "test");
+  EXPECT_TRUE(p.moveouts.empty());  // no rank holds the whole network
+  const MfShare s = mf_share(world.rank(), world.size(), kBankTemplates, p.dims.n_corr);
+  const mf::GroupNetwork g =
+      mf::group_network(world, net.tables, p, s.template_begin, s.template_end);
+  EXPECT_GE(mfilter::tile_moveout_spread(whole), 900);
+  EXPECT_EQ(g.tile_spread, mfilter::tile_moveout_spread(whole));
+  const auto rows = static_cast<std::size_t>(s.template_end - s.template_begin) * kChannels;
+  ASSERT_EQ(g.rows.moveouts.size(), rows);
+  const auto first = static_cast<std::ptrdiff_t>(s.template_begin * kChannels);
+  EXPECT_TRUE(
+      std::equal(g.rows.moveouts.begin(), g.rows.moveouts.end(), whole.moveouts.begin() + first));
+  EXPECT_TRUE(
+      std::equal(g.rows.weights.begin(), g.rows.weights.end(), whole.weights.begin() + first));
+}
+
+TEST(MpiMfilterWindows, NetworkErrorsNameTheFileAndComeFromTheGroupsRank) {
+  const Comm world = Comm::world();
+  const SharedDir dir(world);
+  const auto in = make_inputs(kBankTemplates, kChannels, kLength, kBankSamples, 8);
+  const auto bank = io::array_templates(in.templates);
+  const auto samples = io::array_samples(in.data);
+  MfOptions o;
+  o.device = DeviceKind::Cpu;
+  const auto message = [&](auto&& call) { return agreed_message(world, call); };
+  // A non-finite weight: the lowest rank whose template group holds template 37 reports it.
+  Array bad = in.network.weights.clone();
+  bad.data_as<double>()[37 * kChannels + 1] = std::nan("");
+  bad.data_as<double>()[60 * kChannels + 0] = HUGE_VAL;
+  const std::int64_t n_corr = mf_correlation_count(kBankSamples, kLength, 1);
+  int owner = 0;
+  while (mf_share(owner, world.size(), kBankTemplates, n_corr).template_end <= 37) ++owner;
+  const std::string rank = "MPI rank " + std::to_string(owner) + ": ";
+  const std::filesystem::path file = dir.write("bad_weights.npy", bad);
+  MfNetworkTables tables{in.network};
+  tables.weights = io::npy_table(file, "weights");
+  EXPECT_EQ(message([&] { (void)matched_filter(world, *bank, *samples, o, tables); }),
+            rank + file.string() + ": weights [37, 1] is not finite: expected a real");
+  // Weights in memory: the one-process call's message.
+  const MfNetwork in_memory{in.network.moveouts, bad};
+  const std::string one = test::message_of<InvalidInput>(
+      [&] { (void)halfscope::matched_filter(in.templates, in.data, o, in_memory); });
+  EXPECT_EQ(one,
+            "matched_filter: weights: NaN (nan) at template 37, channel 1; expected finite values");
+  EXPECT_EQ(message([&] {
+              (void)matched_filter_detect(world, in.templates, in.data, o, in_memory, {8.0});
+            }),
+            rank + one);
+  // Shapes and the moveouts' type are checked from the headers, on every rank alike.
+  MfNetworkTables wrong{in.network};
+  const Array three = Array::zeros(DType::i64, {kBankTemplates, 3});
+  wrong.moveouts = io::npy_table(dir.write("three.npy", three), "moveouts");
+  EXPECT_EQ(message([&] { (void)matched_filter(world, *bank, *samples, o, wrong); }),
+            "MPI rank 0: matched_filter: moveouts: expected shape [70, 2] (templates, channels), "
+            "found " +
+                wrong.moveouts->describe());
+  wrong.moveouts =
+      io::npy_table(dir.write("float.npy", in.network.weights.astype(DType::f32)), "moveouts");
+  EXPECT_EQ(message([&] { (void)matched_filter(world, *bank, *samples, o, wrong); }),
+            "MPI rank 0: matched_filter: moveouts: expected integers (samples), found " +
+                wrong.moveouts->describe());
+  // Every rank is still in step.
+  EXPECT_NO_THROW((void)matched_filter(world, *bank, *samples, o, in.network));
 }
 
 }  // namespace

@@ -261,6 +261,39 @@ def test_ranks_name_a_non_finite_template_value_of_the_file_once(bank):
     assert want.removeprefix("MPI rank 1: ") in one.stderr
 
 
+def test_ranks_reading_the_network_by_rows_equal_the_plain_cli(bank):
+    """Moveouts (int32, Fortran order) and weights (float32) as .npy tables: each rank reads its
+    template group's rows of both, and the files equal the plain CLI's byte for byte."""
+    d = bank
+    T, C = 70, 2
+    rng = np.random.default_rng(17)
+    moveouts = (np.arange(T)[:, None] * 7 + np.arange(C)[None, :] * 3) % 29 - 5
+    np.save(d / "net_moveouts.npy", np.asfortranarray(moveouts.astype(np.int32)))
+    np.save(d / "net_weights.npy", rng.uniform(0.5, 1.0, (T, C)).astype(np.float32))
+    args = ["mfilter", d / "bank.npy", d / "data.npy", "--device", "cpu", "--precision", "single",
+            "--moveouts", d / "net_moveouts.npy", "--weights", d / "net_weights.npy"]
+    plain = run([*args, "-o", d / "net_plain.npy"])
+    assert plain.returncode == 0, plain.stderr
+    for ranks, split in ((2, []), (4, []), (4, ["--time-parts", "2"])):
+        out = d / f"net_mpi{ranks}{len(split)}.npy"
+        r = run([*args, *split, "-o", out], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / "net_plain.npy").read_bytes()
+    # A non-finite weight is named once, by the rank whose template group reads it.
+    weights = np.load(d / "net_weights.npy")
+    weights[37, 1] = np.nan
+    np.save(d / "bad_weights.npy", weights)
+    bad = [*args[:-1], d / "bad_weights.npy", "-o", d / "never.npy"]
+    r = run(bad, ranks=4)
+    assert r.returncode == 2, r.stderr
+    want = f"MPI rank 1: {d / 'bad_weights.npy'}: weights [37, 1] is not finite: expected a real"
+    assert r.stderr.count(want) == 1, r.stderr
+    assert not (d / "never.npy").exists()
+    one = run(bad)
+    assert one.returncode == 2
+    assert want.removeprefix("MPI rank 1: ") in one.stderr
+
+
 def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
     """SAC files of one channel each (written by ObsPy, starting at different times, one of them
     big-endian), listed out of order: each rank reads only its window of every file; the

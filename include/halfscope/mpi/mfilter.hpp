@@ -25,6 +25,7 @@
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/mfilter.hpp"
 #include "halfscope/mpi/comm.hpp"
@@ -63,6 +64,17 @@ struct MfShare {
 MfShare mf_share(int rank, int ranks, std::int64_t templates, std::int64_t n_corr,
                  const MfSplit& split = {}, std::int64_t granule = 16);
 
+/// The network (moveouts and weights, MfNetwork of halfscope/mfilter.hpp) as tables of which
+/// each rank reads only its template group's rows: io::npy_table files, so that no rank holds the
+/// network of a whole catalogue, or arrays in memory (an MfNetwork converts to views of its
+/// arrays). A null table: no moveouts (all 0) or no weights (all 1).
+struct MfNetworkTables {
+  std::shared_ptr<const io::TableSource> moveouts, weights;
+  MfNetworkTables() = default;
+  // Implicit, so that every call taking tables takes the one-process call's MfNetwork too.
+  MfNetworkTables(const MfNetwork& network);  // NOLINT(google-explicit-constructor)
+};
+
 /// One rank's part of a matched-filtering result.
 struct MfPart {
   /// float32 on the host: (rows, cols) of the network stack or (rows, C, cols) per channel;
@@ -76,13 +88,16 @@ struct MfPart {
 /// part. Each rank reads from `templates` only its template group, and from `data` only a 1/N
 /// share of every channel (for the whole-channel facts: finiteness, range and, in full
 /// normalization, the FP64 mean, combined exactly over the ranks) and the window of samples its
-/// part needs: with io::npy_templates and io::npy_samples no rank holds the whole bank or the
-/// whole day (the network, moveouts and weights, is held whole by every rank). options.devices
+/// part needs, and from the network tables only its template group's rows: with
+/// io::npy_templates, io::npy_samples and io::npy_table no rank holds the whole bank, the whole
+/// day or the whole network (the network's whole-call facts that the GPU kernels tile by, the
+/// largest moveout spread of a 16-template tile and the wgmma kernel's longest template row, are
+/// reduced over the ranks). options.devices
 /// must be empty: a GPU rank uses the device (node-local rank) modulo (devices of its host). The
 /// test hook HALFSCOPE_FAULT_RANK (docs/scaling.md) makes a rank fail in its computation.
 MfPart matched_filter(const Comm& comm, const io::TemplateSource& templates,
                       const io::SampleSource& data, const MfOptions& options = {},
-                      const MfNetwork& network = {}, const MfSplit& split = {});
+                      const MfNetworkTables& network = {}, const MfSplit& split = {});
 
 /// The same with the templates and data in host memory on every rank (each rank still prepares
 /// only its templates and converts only its window and its share of the facts).
@@ -111,12 +126,13 @@ NpyWrite write_result_npy(const Comm& comm, const MfPart& part, const std::files
 /// `stack`, when not null, receives this rank's part of the network stack. A GPU rank searches
 /// an absolute threshold on its device, time chunk by time chunk, when `stack` is null (no stack
 /// part comes to the host); otherwise it computes its part on the device and searches it on the
-/// host. Templates and data are read as matched_filter reads them; each rank counts the channels
-/// used by the detections of its part from its own window.
+/// host. Templates, data and network are read as matched_filter reads them; each rank counts the
+/// channels used by the detections of its part from its own window.
 std::vector<Detection> matched_filter_detect(const Comm& comm, const io::TemplateSource& templates,
                                              const io::SampleSource& data, const MfOptions& options,
-                                             const MfNetwork& network, const DetectOptions& detect,
-                                             const MfSplit& split = {}, MfPart* stack = nullptr);
+                                             const MfNetworkTables& network,
+                                             const DetectOptions& detect, const MfSplit& split = {},
+                                             MfPart* stack = nullptr);
 
 /// The same with the templates and data in host memory on every rank.
 std::vector<Detection> matched_filter_detect(const Comm& comm, const Array& templates,

@@ -170,7 +170,11 @@ struct MfJob {
   /// the data, which each rank reads by windows.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicTemplates t;  // t.templates stays empty when `bank` reads them by groups
-  /// Under mpirun with a .npy TEMPLATES: the file, of which each rank reads its template group.
+  /// Under mpirun: --template-data read by windows, which `bank` cuts from (declared first, so
+  /// it outlives `bank`).
+  std::unique_ptr<io::SampleSource> template_samples;
+  /// Under mpirun with a .npy TEMPLATES, or templates cut from data read by windows: the
+  /// templates, of which each rank reads (or cuts) its template group.
   std::unique_ptr<io::TemplateSource> bank;
   MfNetwork network;
   /// Under mpirun: --moveouts / --weights files, of which each rank reads its template group's
@@ -206,23 +210,39 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   det.min_separation = c.min_separation;
 
   const std::string& data_spec = c.inputs.back();
-  // Ranks read DATA by windows (each its share) where io::open_seismic_windows can, unless
-  // templates are cut from the data.
-  std::unique_ptr<io::SampleSource> samples;
+  // Under mpirun DATA (and --template-data) are read by windows, each rank its share, where
+  // io::open_seismic_windows can; templates cut from them are cut by each rank for its group.
+  const auto windows = [&](const std::string& spec, io::SeismicData& info) {
+    std::unique_ptr<io::SampleSource> source;
+    if (g.ranks > 1) {
+      io::WindowedData w = io::open_seismic_windows(spec);
+      source = std::move(w.samples);
+      if (source) info = std::move(w.info);
+    }
+    if (source)
+      detail(g, "mfilter: each rank reads its windows of " + spec);
+    else
+      info = io::read_seismic_data(spec);
+    report_gaps(g, info);
+    return source;
+  };
   io::SeismicData data;
-  if (g.ranks > 1 && (c.template_times.empty() || !c.template_data.empty())) {
-    io::WindowedData w = io::open_seismic_windows(data_spec);
-    samples = std::move(w.samples);
-    if (samples) data = std::move(w.info);
-  }
-  if (samples)
-    detail(g, "mfilter: each rank reads its windows of " + data_spec);
-  else
-    data = io::read_seismic_data(data_spec);
-  report_gaps(g, data);
+  std::unique_ptr<io::SampleSource> samples = windows(data_spec, data);
   const Shape data_shape = samples ? samples->shape() : data.data.shape();
   io::SeismicTemplates t;
   std::unique_ptr<io::TemplateSource> bank;
+  std::unique_ptr<io::SampleSource> template_samples;
+  const auto cut = [&](const io::SeismicData& from, const io::SampleSource* windowed) {
+    if (!windowed) {
+      t = io::cut_templates(from, c.template_times, c.template_length);
+      return;
+    }
+    io::CutTemplateSource by_groups =
+        io::cut_template_source(from, *windowed, c.template_times, c.template_length);
+    t = std::move(by_groups.network);
+    bank = std::move(by_groups.templates);
+    detail(g, "mfilter: each rank cuts its template group from " + from.source);
+  };
   if (c.template_times.empty() && g.ranks > 1 &&
       io::format_of(c.inputs.front()) == io::Format::npy) {
     bank = io::npy_templates(c.inputs.front());
@@ -231,16 +251,16 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   } else if (c.template_times.empty()) {
     t = io::read_template_array(c.inputs.front());
   } else if (c.template_data.empty()) {
-    t = io::cut_templates(data, c.template_times, c.template_length);
+    cut(data, samples.get());
   } else {
-    const io::SeismicData src = io::read_seismic_data(c.template_data);
-    report_gaps(g, src);
+    io::SeismicData src;
+    template_samples = windows(c.template_data, src);
     if (src.channel_ids != data.channel_ids)
       throw InvalidInput("--template-data " + c.template_data + ": " +
                          std::to_string(src.channel_ids.size()) + " channels (" +
                          src.channel_ids.front() + ", ...): expected the channels of " + data_spec +
                          " in the same order (" + data.channel_ids.front() + ", ...)");
-    t = io::cut_templates(src, c.template_times, c.template_length);
+    cut(src, template_samples.get());
   }
   const std::string tname = c.template_times.empty() ? c.inputs.front() : c.template_times;
   const Shape t_shape = bank ? bank->shape() : t.templates.shape();
@@ -256,20 +276,17 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   // reads only its template group's rows of such a file.
   MfNetwork net{t.moveouts, t.weights};
   NetworkTables tables;
-  if (!c.moveouts.empty()) {
-    net.moveouts = {};
+  const auto replace = [&](const std::string& path, const char* what, bool integer, Array& array,
+                           std::shared_ptr<const io::TableSource>& table) {
+    if (path.empty()) return;
+    array = {};
     if (g.ranks > 1)
-      tables.moveouts = network_table(c.moveouts, "moveouts", T, C, true);
+      table = network_table(path, what, T, C, integer);
     else
-      net.moveouts = read_network_array(c.moveouts, "moveouts", T, C, true);
-  }
-  if (!c.weights.empty()) {
-    net.weights = {};
-    if (g.ranks > 1)
-      tables.weights = network_table(c.weights, "weights", T, C, false);
-    else
-      net.weights = read_network_array(c.weights, "weights", T, C, false);
-  }
+      array = read_network_array(path, what, T, C, integer);
+  };
+  replace(c.moveouts, "moveouts", true, net.moveouts, tables.moveouts);
+  replace(c.weights, "weights", false, net.weights, tables.weights);
   if (tables.moveouts || tables.weights)
     detail(g, "mfilter: each rank reads its template group's rows of the network");
 
@@ -285,6 +302,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
             std::move(data),
             std::move(samples),
             std::move(t),
+            std::move(template_samples),
             std::move(bank),
             std::move(net),
             std::move(tables),

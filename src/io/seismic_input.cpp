@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <sstream>
 
 #include "halfscope/core/error.hpp"
@@ -21,7 +19,7 @@ namespace halfscope::io {
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace detail {
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r");
@@ -49,10 +47,16 @@ std::optional<std::int64_t> parse_int(const std::string& s) {
   return v;
 }
 
-// ns per sample as long double: exact enough for offsets of days at kHz rates.
 long double samples_between(std::int64_t from_ns, std::int64_t to_ns, double rate) {
   return static_cast<long double>(to_ns - from_ns) * rate / 1e9L;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::samples_between;
+using detail::split;
 
 SeismicData read_npy_data(const fs::path& path) {
   const std::string name = path.string();
@@ -235,117 +239,6 @@ SeismicTemplates read_template_array(const fs::path& path) {
                     .reshape(shape);
   check_finite_templates(name, t.templates, 0);
   for (std::int64_t i = 0; i < a.dim(0); ++i) t.labels.push_back(std::to_string(i));
-  return t;
-}
-
-SeismicTemplates cut_templates(const SeismicData& source, const fs::path& picks,
-                               std::int64_t length) {
-  const std::string table = picks.string();
-  if (length < 1)
-    throw InvalidInput("--template-length " + std::to_string(length) + ": expected >= 1 sample");
-  const std::int64_t channels = source.data.dim(0), samples = source.data.dim(1);
-  if (length > samples)
-    throw InvalidInput("--template-length " + std::to_string(length) + ": longer than the " +
-                       std::to_string(samples) + " samples of " + source.source);
-  const std::vector<std::byte> bytes = read_file_bytes(picks);
-  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  struct Pick {
-    std::int64_t channel, start, line;
-  };
-  std::vector<std::string> labels;
-  std::map<std::string, std::vector<Pick>> by_label;
-  std::string line;
-  std::int64_t line_no = 0;
-  bool header_allowed = true;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string text = trim(line);
-    if (text.empty() || text.front() == '#') continue;
-    const std::vector<std::string> f = split(text, ',');
-    const std::string where = table + " line " + std::to_string(line_no);
-    if (header_allowed && f.size() == 3 && f[0] == "template") {
-      header_allowed = false;
-      continue;
-    }
-    header_allowed = false;
-    if (f.size() != 3)
-      throw InvalidInput(where + ": " + std::to_string(f.size()) +
-                         " fields: expected 3 (template, channel, start)");
-    // Channel: an id of the data, else a 0-based index.
-    const auto id = std::find(source.channel_ids.begin(), source.channel_ids.end(), f[1]);
-    std::int64_t channel = id - source.channel_ids.begin();
-    if (id == source.channel_ids.end()) {
-      const auto idx = parse_int(f[1]);
-      if (!idx || *idx < 0 || *idx >= channels)
-        throw InvalidInput(where + ": channel '" + f[1] + "': expected one of the " +
-                           std::to_string(channels) + " channel ids of " + source.source +
-                           " or an index in [0, " + std::to_string(channels) + ")");
-      channel = *idx;
-    }
-    // Start: a sample index, else an ISO time.
-    std::int64_t start = 0;
-    if (const auto s = parse_int(f[2])) {
-      start = *s;
-    } else {
-      if (!source.start_ns)
-        throw InvalidInput(where + ": start '" + f[2] + "' is a time but " + source.source +
-                           " has no start time: expected a sample index");
-      const std::int64_t t = parse_iso8601(f[2]);
-      const long double at = samples_between(*source.start_ns, t, source.sample_rate);
-      // Outside [0, samples] it fails the window check below anyway; clamping first keeps
-      // llround in range (a time centuries away would not fit an int64 sample index).
-      start = at < 0 ? -1
-              : at > static_cast<long double>(samples)
-                  ? samples + 1
-                  : static_cast<std::int64_t>(std::llround(at));
-    }
-    // `start > samples - length`, not `start + length > samples`: a start near 2^63 would
-    // overflow the sum (length <= samples is checked above).
-    if (start < 0 || start > samples - length)
-      throw InvalidInput(where + ": template window [" + std::to_string(start) + ", " +
-                         (start > std::numeric_limits<std::int64_t>::max() - length
-                              ? std::to_string(start) + " + " + std::to_string(length)
-                              : std::to_string(start + length)) +
-                         ") of channel " + source.channel_ids[static_cast<std::size_t>(channel)] +
-                         ": expected inside the data [0, " + std::to_string(samples) + ")");
-    auto& list = by_label[f[0]];
-    if (list.empty()) labels.push_back(f[0]);
-    for (const Pick& p : list)
-      if (p.channel == channel)
-        throw InvalidInput(where + ": template '" + f[0] + "' lists channel " +
-                           source.channel_ids[static_cast<std::size_t>(channel)] +
-                           " again (first on line " + std::to_string(p.line) +
-                           "): expected one pick per channel");
-    list.push_back({channel, start, line_no});
-  }
-  if (labels.empty())
-    throw InvalidInput(table + ": no picks: expected rows 'template, channel, start'");
-  const auto n = static_cast<std::int64_t>(labels.size());
-  SeismicTemplates t;
-  t.labels = labels;
-  t.templates = Array::zeros(DType::f64, {n, channels, length});
-  t.moveouts = Array::zeros(DType::i64, {n, channels});
-  t.weights = Array::zeros(DType::f64, {n, channels});
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto& list = by_label[labels[static_cast<std::size_t>(i)]];
-    std::int64_t earliest = list.front().start;
-    for (const Pick& p : list) earliest = std::min(earliest, p.start);
-    for (const Pick& p : list) {
-      double* dst = t.templates.data_as<double>() + (i * channels + p.channel) * length;
-      // Only the picked window is converted: the data may be days long.
-      const Array cut = source.data.select(0, p.channel)
-                            .slice(0, p.start, p.start + length)
-                            .astype(DType::f64)
-                            .contiguous();
-      std::copy_n(cut.data_as<double>(), length, dst);
-      if (std::all_of(dst, dst + length, [](double x) { return x == 0.0; }))
-        throw InvalidInput(table + " line " + std::to_string(p.line) + ": the template window of " +
-                           source.channel_ids[static_cast<std::size_t>(p.channel)] +
-                           " is all zeros (a gap?): expected a waveform");
-      t.moveouts.data_as<std::int64_t>()[i * channels + p.channel] = p.start - earliest;
-      t.weights.data_as<double>()[i * channels + p.channel] = 1.0;
-    }
-  }
   return t;
 }
 

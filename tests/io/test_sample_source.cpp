@@ -28,11 +28,9 @@ Array expected_window(const Array& whole, std::int64_t a, std::int64_t b) {
 }
 
 void expect_every_window(const io::SampleSource& source, const Array& whole) {
-  const std::int64_t L = source.shape()[1];
-  for (std::int64_t a = 0; a <= L; ++a)
-    for (std::int64_t b = a; b <= L; ++b)
-      EXPECT_TRUE(same_bytes(expected_window(whole, a, b), source.read(a, b)))
-          << source.describe() << " [" << a << ", " << b << ")";
+  test::expect_every_range(source, source.shape()[1], [&](std::int64_t a, std::int64_t b) {
+    return expected_window(whole, a, b);
+  });
 }
 
 TEST(NpySamples, EveryWindowOfNumpysFilesEqualsReadNpy) {

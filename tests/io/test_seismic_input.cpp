@@ -10,13 +10,14 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/seismic_input.hpp"
-#include "test_support.hpp"
+#include "io_test_support.hpp"
 
 namespace halfscope::io {
 namespace {
 
 namespace fs = std::filesystem;
 using test::TempDir;
+using test::write_text;
 
 constexpr std::int64_t kT0 = 1'262'304'000'000'000'000;  // 2010-01-01T00:00:00Z
 
@@ -47,10 +48,6 @@ std::string message_of(F f) {
     return e.what();
   }
   return "(no InvalidInput)";
-}
-
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream(p) << s;
 }
 
 TEST(SeismicInput, NpyDataOneAndTwoDimensional) {

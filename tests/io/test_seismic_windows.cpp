@@ -3,7 +3,9 @@
 // of different lengths and byte orders, and MiniSEED files whose channels have gaps, overlaps,
 // segments in two files, integer and float records, give every window and every SeismicData
 // field exactly as read_seismic_data gives them; the lists that must be read whole get no source;
-// bad files are refused with read_seismic_data's own messages.
+// bad files are refused with read_seismic_data's own messages. Templates cut by a pick table
+// from such windows (cut_template_source) equal cut_templates' from the whole data in every range,
+// with its messages.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,6 +25,7 @@ namespace {
 
 using test::message_of;
 using test::same_bytes;
+using test::write_text;
 
 constexpr std::int64_t kT0 = 1'700'000'000'000'000'000;  // 2023-11-14T22:13:20Z
 
@@ -170,6 +173,44 @@ TEST(SeismicWindows, BadFilesRefusedAsReadSeismicDataRefusesThem) {
   const std::string mio = message_of<IoError>([&] { (void)read_seismic_data(mcut); });
   EXPECT_NE(mio.find("record at byte offset 1024: truncated"), std::string::npos) << mio;
   EXPECT_EQ(message_of<IoError>([&] { (void)open_seismic_windows(mcut); }), mio);
+}
+
+TEST(SeismicWindows, TemplatesCutFromWindowsEqualCutTemplates) {
+  const test::TempDir dir;
+  const std::string spec = three_channels(dir);
+  const SeismicData whole = read_seismic_data(spec);
+  const WindowedData w = open_seismic_windows(spec);
+  ASSERT_TRUE(w.samples);
+  // Picks by id and time, and by index and sample; template "b" lists two channels far apart
+  // (one window of every channel from 900 to 7040), "c" one channel.
+  write_text(dir / "picks.csv",
+             "template,channel,start\n"
+             "a,XX.STA0.00.HHZ,2023-11-14T22:13:21.5Z\n"
+             "b,2,7000\nb,0,900\na,1,260\nc,XX.STA1.00.HHZ,3000\n");
+  const SeismicTemplates expected = cut_templates(whole, dir / "picks.csv", 40);
+  const CutTemplateSource cut = cut_template_source(w.info, *w.samples, dir / "picks.csv", 40);
+  EXPECT_EQ(cut.network.labels, expected.labels);
+  EXPECT_TRUE(same_bytes(expected.moveouts, cut.network.moveouts));
+  EXPECT_TRUE(same_bytes(expected.weights, cut.network.weights));
+  EXPECT_TRUE(cut.network.templates.empty());
+  EXPECT_EQ(cut.templates->shape(), (Shape{3, 3, 40}));
+  EXPECT_EQ(cut.templates->name(), (dir / "picks.csv").string());
+  test::expect_every_range(*cut.templates, 3, [&](std::int64_t a, std::int64_t b) {
+    return expected.templates.slice(0, a, b).contiguous();
+  });
+  // The table's errors are cut_templates' own; a flat cut is refused when its template is read.
+  write_text(dir / "late.csv", "a,0,7990\n");
+  EXPECT_EQ(message_of<InvalidInput>(
+                [&] { (void)cut_template_source(w.info, *w.samples, dir / "late.csv", 40); }),
+            message_of<InvalidInput>([&] { (void)cut_templates(whole, dir / "late.csv", 40); }));
+  // STA1 starts 50 samples late: its first samples are the alignment pad, zeros.
+  write_text(dir / "flat.csv", "a,0,100\nz,1,10\n");
+  const CutTemplateSource flat = cut_template_source(w.info, *w.samples, dir / "flat.csv", 40);
+  EXPECT_NO_THROW((void)flat.templates->read(0, 1));
+  const std::string m = message_of<InvalidInput>([&] { (void)flat.templates->read(0, 2); });
+  EXPECT_EQ(m, message_of<InvalidInput>([&] { (void)cut_templates(whole, dir / "flat.csv", 40); }));
+  EXPECT_NE(m.find("line 2: the template window of XX.STA1.00.HHZ is all zeros"), std::string::npos)
+      << m;
 }
 
 }  // namespace

@@ -31,11 +31,9 @@ Array expected_rows(const Array& whole, std::int64_t a, std::int64_t b) {
 }
 
 void expect_every_range(const io::TemplateSource& source, const Array& whole) {
-  const std::int64_t T = source.shape()[0];
-  for (std::int64_t a = 0; a <= T; ++a)
-    for (std::int64_t b = a; b <= T; ++b)
-      EXPECT_TRUE(same_bytes(expected_rows(whole, a, b), source.read(a, b)))
-          << source.describe() << " [" << a << ", " << b << ")";
+  test::expect_every_range(source, source.shape()[0], [&](std::int64_t a, std::int64_t b) {
+    return expected_rows(whole, a, b);
+  });
 }
 
 TEST(NpyTemplates, EveryRangeOfNumpysFilesEqualsReadNpy) {

@@ -294,6 +294,42 @@ def test_ranks_reading_the_network_by_rows_equal_the_plain_cli(bank):
     assert want.removeprefix("MPI rank 1: ") in one.stderr
 
 
+def test_ranks_cutting_templates_by_groups_equal_the_plain_cli(bank):
+    """40 templates cut by a pick table (2 channels each, picks 3 samples apart): each rank reads
+    DATA (or --template-data) by windows and cuts only its template group; the files equal the
+    plain CLI's byte for byte, and a flat cut is named once by the rank that cuts it."""
+    d = bank
+    rows = ["template,channel,start"]
+    for t in range(40):
+        rows += [f"ev{t},0,{100 + 110 * t}", f"ev{t},1,{103 + 110 * t}"]
+    (d / "picks.csv").write_text("\n".join(rows) + "\n")
+    other = np.load(d / "data.npy")
+    other[1, 4170:4300] = 0  # template 37's channel 1 (from 4173) is flat in the other data
+    np.save(d / "other.npy", other)
+    cut = ["--template-times", d / "picks.csv", "--template-length", 24, "--device", "cpu",
+           "--precision", "single"]
+    for extra in ([], ["--template-data", d / "data.npy"]):
+        args = ["mfilter", *cut, *extra, d / "data.npy"]
+        plain = run([*args, "-o", d / "cut_plain.npy"])
+        assert plain.returncode == 0, plain.stderr
+        for ranks, split in ((2, []), (4, []), (4, ["--time-parts", "2"])):
+            out = d / f"cut_mpi{ranks}{len(split)}.npy"
+            r = run([*args, *split, "-o", out], ranks=ranks)
+            assert r.returncode == 0, r.stderr
+            assert out.read_bytes() == (d / "cut_plain.npy").read_bytes()
+    bad = ["mfilter", *cut, "--template-data", d / "other.npy", d / "data.npy", "-o",
+           d / "never.npy"]
+    r = run(bad, ranks=4)
+    assert r.returncode == 2, r.stderr
+    # Template 37 lies in the third group of 16 ([32, 40)): rank 2 cuts it.
+    want = f"MPI rank 2: {d / 'picks.csv'} line 77: the template window of 1 is all zeros"
+    assert r.stderr.count(want) == 1, r.stderr
+    assert not (d / "never.npy").exists()
+    one = run(bad)
+    assert one.returncode == 2
+    assert want.removeprefix("MPI rank 2: ") in one.stderr
+
+
 def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
     """SAC files of one channel each (written by ObsPy, starting at different times, one of them
     big-endian), listed out of order: each rank reads only its window of every file; the

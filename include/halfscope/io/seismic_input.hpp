@@ -28,6 +28,7 @@
 
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 #include "halfscope/io/waveform.hpp"
 
 namespace halfscope::io {
@@ -98,5 +99,19 @@ SeismicTemplates read_template_array(const std::filesystem::path& path);
 /// template listing the same channel twice, a flat (all-zero) cut, length < 1.
 SeismicTemplates cut_templates(const SeismicData& source, const std::filesystem::path& picks,
                                std::int64_t length);
+
+/// Templates cut from data read by windows (what MPI ranks use: each cuts only its template
+/// group): `network` holds cut_templates' labels, moveouts and weights (templates empty),
+/// `templates` reads templates [a, b) by cutting each from one window of every channel (from its
+/// earliest pick to its latest pick's end) read from `samples`, equal to those rows of
+/// cut_templates' templates (float64). The table is parsed and checked here with cut_templates'
+/// messages; a flat cut is refused when its template is read. `info`: the data's fields but
+/// `data` (open_seismic_windows' info). `samples` must outlive `templates`.
+struct CutTemplateSource {
+  SeismicTemplates network;
+  std::unique_ptr<TemplateSource> templates;
+};
+CutTemplateSource cut_template_source(const SeismicData& info, const SampleSource& samples,
+                                      const std::filesystem::path& picks, std::int64_t length);
 
 }  // namespace halfscope::io

@@ -8,7 +8,8 @@ the whole bank (and, since they read the network's .npy tables by template group
 of the moveouts and weights instead of the whole network). This runs `halfscope mfilter TEMPLATES DATA --detect ...` on generated inputs
 (T templates and C channels x L float32 samples of noise with the templates planted; a large
 bank with `--templates 20000 --length 128 --samples 1024`; `--network` adds moveouts and
-weights files) in one process and under
+weights files; `--cut` cuts the templates from DATA at the planted events with a pick table)
+in one process and under
 `mpirun -np N`, each process started through a small Python wrapper that records its child's
 peak resident memory (getrusage RUSAGE_CHILDREN, ru_maxrss), and reports per run the largest and
 the mean peak over the ranks, the wall clock of the whole command (a fresh process per run:
@@ -64,14 +65,18 @@ def make_inputs(work, templates, channels, samples, length, network=False, seed=
     # One event per template spread over the day, or, for a bank too large for that (events at
     # least 2 template lengths apart), as many events of templates spread over the bank.
     events = min(templates, samples // (2 * length))
+    picks = ["template,channel,start"]
     for e in range(events):
         at, k = (e + 1) * samples // (events + 1), e * templates // events
         for c in range(channels):
             s = min(at + moveouts[k, c], samples - length)
             data[c, s:s + length] += 4 * t[k, c]
+            picks.append(f"ev{e},{c},{s}")
     data.flush()
     del data
     np.save(work / "templates.npy", t)
+    # The events' windows as a pick table: `--cut` cuts the templates from the data with it.
+    (work / "picks.csv").write_text("\n".join(picks) + "\n")
 
 
 def write_waveform_channels(work, channels, fmt):
@@ -143,6 +148,9 @@ def main(argv=None):
     ap.add_argument("--data-format", default="npy", choices=["npy", "sac", "mseed"],
                     help="DATA as one .npy, or as SAC or MiniSEED files of one channel each "
                     "(needs ObsPy)")
+    ap.add_argument("--cut", action="store_true",
+                    help="templates cut from DATA at the planted events (--template-times) "
+                    "instead of TEMPLATES")
     ap.add_argument("--network", action="store_true",
                     help="also --moveouts and --weights .npy files of (T, C)")
     args = ap.parse_args(argv)
@@ -158,10 +166,12 @@ def main(argv=None):
     if args.data_format != "npy":
         data_arg = write_waveform_channels(work, args.channels, args.data_format)
     data_bytes = sum(pathlib.Path(p).stat().st_size for p in data_arg.split(","))
-    templates_bytes = (work / "templates.npy").stat().st_size
+    templates_bytes = None if args.cut else (work / "templates.npy").stat().st_size
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
         "--method", "direct", "--precision", "single"]
-    common = ["--device", args.device, "mfilter", str(work / "templates.npy"),
+    templates = ["--template-times", str(work / "picks.csv"), "--template-length",
+                 str(args.length)] if args.cut else [str(work / "templates.npy")]
+    common = ["--device", args.device, "mfilter", *templates,
               data_arg, *method, *network, "--detect", "--threshold", args.threshold,
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
@@ -169,7 +179,8 @@ def main(argv=None):
               "data": {"npy": "float32 .npy", "sac": "float32 SAC, one file per channel",
                        "mseed": "int32 Steim-2 MiniSEED (4096-byte records), one file per "
                                 "channel"}[args.data_format], "data_bytes": data_bytes,
-              "templates_file": "float32 .npy", "templates_bytes": templates_bytes,
+              "templates_file": "cut from DATA by a pick table at the planted events"
+              if args.cut else "float32 .npy", "templates_bytes": templates_bytes,
               "network": "int64 moveouts and float64 weights, .npy (T, C)" if args.network
               else "none", "network_bytes": network_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",

@@ -343,17 +343,22 @@ Array NpyPartReader::read_rows(std::int64_t begin, std::int64_t end) const {
   const std::int64_t row = T == 0 ? 0 : shape_size(shape) / T;
   Array out(header_.dtype, rows_shape);
   auto* bytes = static_cast<std::byte*>(out.data());
-  if (n > 0 && header_.fortran_order && T > 1 && row > 1) {
+  // Fortran order differs from C order once two axes have more than one element.
+  const auto long_axes = std::count_if(shape.begin(), shape.end(), [](auto e) { return e > 1; });
+  if (n > 0 && header_.fortran_order && long_axes >= 2) {
     // Element j of row t (j in Fortran order over the other axes) lies at t + T * j: the n rows'
-    // elements j are one run, landing `row` apart at j's C-order place in the result.
-    std::vector<std::byte> run(static_cast<std::size_t>(n * es));
+    // elements j are one run, landing `row` apart at j's C-order place in the result. A single
+    // row (T = 1) is the whole array: one read.
+    std::vector<std::byte> run(static_cast<std::size_t>((T == 1 ? row : n) * es));
+    if (T == 1) read(run.data(), row * es, 0);
     std::vector<std::int64_t> index(shape.size(), 0);  // j's indices, axes 1.. (0 unused)
     for (std::int64_t j = 0; j < row; ++j) {
       std::int64_t c_index = 0;
       for (std::size_t a = 1; a < shape.size(); ++a) c_index = c_index * shape[a] + index[a];
-      read(run.data(), n * es, (j * T + begin) * es);
+      if (T != 1) read(run.data(), n * es, (j * T + begin) * es);
+      const std::byte* from = run.data() + (T == 1 ? j * es : 0);
       for (std::int64_t t = 0; t < n; ++t)
-        std::copy_n(run.data() + t * es, es, bytes + (t * row + c_index) * es);
+        std::copy_n(from + t * es, es, bytes + (t * row + c_index) * es);
       for (std::size_t a = 1; a < shape.size() && ++index[a] == shape[a]; ++a) index[a] = 0;
     }
   } else if (n > 0 && row > 0) {

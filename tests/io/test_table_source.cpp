@@ -46,15 +46,17 @@ TEST(NpyTable, EveryRangeOfNumpysFilesEqualsReadNpy) {
 
 TEST(NpyTable, FortranOrderOfFourAxes) {
   const test::TempDir dir;
-  const Shape shape{5, 3, 4, 2};
-  const std::vector<float> v = test::random_floats(shape_size(shape), -3, 3, 7);
-  auto buffer = Buffer::allocate(shape_size(shape) * 4, Memory::host);
-  std::memcpy(buffer->data(), v.data(), v.size() * sizeof(float));
-  const Array fortran(buffer, DType::f32, shape, f_strides(shape));
-  io::write_npy(dir / "f.npy", fortran);
-  const auto table = io::npy_table(dir / "f.npy", "weights");
-  EXPECT_EQ(table->shape(), shape);
-  expect_every_range(*table, fortran);
+  // Several rows, and a single row (whose elements are in Fortran order too: one read).
+  for (const Shape& shape : {Shape{5, 3, 4, 2}, Shape{1, 3, 4, 2}}) {
+    const std::vector<float> v = test::random_floats(shape_size(shape), -3, 3, 7);
+    auto buffer = Buffer::allocate(shape_size(shape) * 4, Memory::host);
+    std::memcpy(buffer->data(), v.data(), v.size() * sizeof(float));
+    const Array fortran(buffer, DType::f32, shape, f_strides(shape));
+    io::write_npy(dir / "f.npy", fortran);
+    const auto table = io::npy_table(dir / "f.npy", "weights");
+    EXPECT_EQ(table->shape(), shape);
+    expect_every_range(*table, fortran);
+  }
 }
 
 TEST(NpyTable, NonFiniteValueNamedByItsRowInTheTable) {

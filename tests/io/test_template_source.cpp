@@ -74,17 +74,18 @@ TEST(NpyTemplates, FloatFilesInEitherByteOrder) {
 
 TEST(NpyTemplates, FortranOrderRangesOfABank) {
   const test::TempDir dir;
-  // A (7, 3, 5) float32 bank in Fortran order: template t of one (channel, sample) lies
-  // beside template t + 1.
-  const Shape shape{7, 3, 5};
-  const std::vector<float> v = test::random_floats(shape_size(shape), -3, 3, 5);
-  auto buffer = Buffer::allocate(shape_size(shape) * 4, Memory::host);
-  std::memcpy(buffer->data(), v.data(), v.size() * sizeof(float));
-  const Array fortran(buffer, DType::f32, shape, f_strides(shape));
-  io::write_npy(dir / "bank.npy", fortran);
-  const auto source = io::npy_templates(dir / "bank.npy");
-  EXPECT_EQ(source->dtype(), DType::f32);
-  expect_every_range(*source, fortran);
+  // A (7, 3, 5) float32 bank in Fortran order, where template t of one (channel, sample) lies
+  // beside template t + 1; and a bank of one template, whose samples lie channel by channel.
+  for (const Shape& shape : {Shape{7, 3, 5}, Shape{1, 3, 5}}) {
+    const std::vector<float> v = test::random_floats(shape_size(shape), -3, 3, 5);
+    auto buffer = Buffer::allocate(shape_size(shape) * 4, Memory::host);
+    std::memcpy(buffer->data(), v.data(), v.size() * sizeof(float));
+    const Array fortran(buffer, DType::f32, shape, f_strides(shape));
+    io::write_npy(dir / "bank.npy", fortran);
+    const auto source = io::npy_templates(dir / "bank.npy");
+    EXPECT_EQ(source->dtype(), DType::f32);
+    expect_every_range(*source, fortran);
+  }
 }
 
 TEST(ArrayTemplates, RangesOfArraysInMemory) {

@@ -45,6 +45,18 @@ def assert_ranks_equal_plain(d, args, min_lines, splits=((2, []), (4, ["--time-p
     return csv
 
 
+def assert_reported_once(args, rank, message, never):
+    """`args` under 4 ranks end with status 2, `message` printed once as rank `rank`'s, nothing
+    written at `never`; the plain CLI fails with status 2 and the same message."""
+    r = run(args, ranks=4)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count(f"MPI rank {rank}: {message}") == 1, r.stderr
+    assert not never.exists()
+    one = run(args)
+    assert one.returncode == 2
+    assert message in one.stderr
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """20 templates (two tiles of 16: on 4 ranks a grid of 2 template groups x 2 time parts),
@@ -248,17 +260,10 @@ def test_ranks_name_a_non_finite_template_value_of_the_file_once(bank):
     templates[60, 0, 2] = np.inf
     np.save(d / "bad_bank.npy", templates)
     out = d / "never.npy"
-    r = run(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o", out],
-            ranks=4)
-    assert r.returncode == 2, r.stderr
     # Template 37 lies in the second group of four ([32, 48)): rank 1 reads it.
-    want = f"MPI rank 1: {d / 'bad_bank.npy'}: template 37, channel 1, sample 5 is nan: " \
-        "expected a finite value"
-    assert r.stderr.count(want) == 1, r.stderr
-    assert not out.exists()
-    one = run(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o", out])
-    assert one.returncode == 2
-    assert want.removeprefix("MPI rank 1: ") in one.stderr
+    assert_reported_once(["mfilter", d / "bad_bank.npy", d / "data.npy", "--device", "cpu", "-o",
+                          out], 1, f"{d / 'bad_bank.npy'}: template 37, channel 1, sample 5 is "
+                         "nan: expected a finite value", out)
 
 
 def test_ranks_reading_the_network_by_rows_equal_the_plain_cli(bank):
@@ -284,14 +289,8 @@ def test_ranks_reading_the_network_by_rows_equal_the_plain_cli(bank):
     weights[37, 1] = np.nan
     np.save(d / "bad_weights.npy", weights)
     bad = [*args[:-1], d / "bad_weights.npy", "-o", d / "never.npy"]
-    r = run(bad, ranks=4)
-    assert r.returncode == 2, r.stderr
-    want = f"MPI rank 1: {d / 'bad_weights.npy'}: weights [37, 1] is not finite: expected a real"
-    assert r.stderr.count(want) == 1, r.stderr
-    assert not (d / "never.npy").exists()
-    one = run(bad)
-    assert one.returncode == 2
-    assert want.removeprefix("MPI rank 1: ") in one.stderr
+    assert_reported_once(bad, 1, f"{d / 'bad_weights.npy'}: weights [37, 1] is not finite: "
+                         "expected a real", d / "never.npy")
 
 
 def test_ranks_cutting_templates_by_groups_equal_the_plain_cli(bank):
@@ -319,15 +318,9 @@ def test_ranks_cutting_templates_by_groups_equal_the_plain_cli(bank):
             assert out.read_bytes() == (d / "cut_plain.npy").read_bytes()
     bad = ["mfilter", *cut, "--template-data", d / "other.npy", d / "data.npy", "-o",
            d / "never.npy"]
-    r = run(bad, ranks=4)
-    assert r.returncode == 2, r.stderr
     # Template 37 lies in the third group of 16 ([32, 40)): rank 2 cuts it.
-    want = f"MPI rank 2: {d / 'picks.csv'} line 77: the template window of 1 is all zeros"
-    assert r.stderr.count(want) == 1, r.stderr
-    assert not (d / "never.npy").exists()
-    one = run(bad)
-    assert one.returncode == 2
-    assert want.removeprefix("MPI rank 2: ") in one.stderr
+    assert_reported_once(bad, 2, f"{d / 'picks.csv'} line 77: the template window of 1 is all "
+                         "zeros", d / "never.npy")
 
 
 def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):

@@ -1,7 +1,9 @@
-// Internal: the pieces of .npy reading (npy.cpp) that a reader of parts of a file
-// (sample_source.cpp) shares.
+// Internal: the pieces of .npy reading (npy.cpp) that the readers of parts of a file
+// (sample_source.cpp, template_source.cpp, table_source.cpp, template_cut.cpp) share, and the
+// checks they share.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/template_source.hpp"
 
 namespace halfscope::io::detail {
 
@@ -38,6 +41,19 @@ inline DType source_read_type(DType stored) {
 /// InvalidInput naming the source (or "data" for one in memory) unless 0 <= begin <= end <= L:
 /// what every SampleSource::read checks first.
 void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end);
+
+/// InvalidInput naming the source (or "templates" for one in memory) unless
+/// 0 <= begin <= end <= T: what every TemplateSource::read checks first.
+void check_template_range(const TemplateSource& s, std::int64_t begin, std::int64_t end);
+
+/// The index of the first non-finite value of v[0, n), or n: where the part readers' checks
+/// (template_source.cpp, table_source.cpp) find the value they name.
+template <class V>
+std::int64_t first_nonfinite(const V* v, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return i;
+  return n;
+}
 
 /// An opened .npy file whose header is read and checked (read_npy_file_header), for readers of
 /// parts of its data (sample_source.cpp, template_source.cpp). Reads from several threads take

@@ -2,8 +2,6 @@
 // a .npy file read rows at a time.
 #include "halfscope/io/table_source.hpp"
 
-#include <cmath>
-
 #include "halfscope/core/error.hpp"
 #include "io/npy_detail.hpp"
 
@@ -49,13 +47,6 @@ class ArrayTable final : public TableSource {
   std::string describe_;
 };
 
-template <class V>
-std::int64_t first_nonfinite(const V* v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) return i;
-  return n;
-}
-
 class NpyTable final : public TableSource {
  public:
   NpyTable(const std::filesystem::path& path, std::string what)
@@ -73,7 +64,7 @@ class NpyTable final : public TableSource {
     const Array rows = file_.read_rows(begin, end).reshape({end - begin, row});
     if (!dtype_is_float(rows.dtype())) return rows;
     const Array v = rows.astype(DType::f64);  // float16 included, exactly
-    const std::int64_t i = first_nonfinite(v.data_as<double>(), v.size());
+    const std::int64_t i = detail::first_nonfinite(v.data_as<double>(), v.size());
     if (i < v.size())
       throw InvalidInput(file_.name() + ": " + what_ + " [" + str(begin + i / row) + ", " +
                          str(i % row) + "] is not finite: expected a real");

@@ -13,6 +13,7 @@
 #include "halfscope/io/seismic_input.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/io/waveform.hpp"
+#include "io/npy_detail.hpp"
 #include "io/seismic_align.hpp"
 
 namespace halfscope::io {
@@ -187,10 +188,8 @@ class CutTemplates final : public TemplateSource {
            shape_to_string(shape()) + ")";
   }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    detail::check_template_range(*this, begin, end);
     const Shape s = shape();
-    if (begin < 0 || begin > end || end > s[0])
-      throw InvalidInput(picks_.table + ": templates [" + str(begin) + ", " + str(end) +
-                         "): expected a range inside [0, " + str(s[0]) + ")");
     Array out = Array::zeros(DType::f64, {end - begin, s[1], s[2]});
     for (std::int64_t t = begin; t < end; ++t) {
       const auto& list = picks_.of[static_cast<std::size_t>(t)];

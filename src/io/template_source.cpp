@@ -3,7 +3,6 @@
 #include "halfscope/io/template_source.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/npy.hpp"
@@ -15,14 +14,6 @@ namespace {
 
 std::string str(std::int64_t v) {
   return std::to_string(v);
-}
-
-void check_range(const TemplateSource& s, std::int64_t begin, std::int64_t end) {
-  const std::int64_t T = s.shape()[0];
-  if (begin < 0 || begin > end || end > T)
-    throw InvalidInput((s.name().empty() ? std::string("templates") : s.name()) + ": templates [" +
-                       str(begin) + ", " + str(end) + "): expected a range inside [0, " + str(T) +
-                       ")");
 }
 
 class ArrayTemplates final : public TemplateSource {
@@ -37,7 +28,7 @@ class ArrayTemplates final : public TemplateSource {
     return detail::source_read_type(templates_.dtype());
   }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_range(*this, begin, end);
+    detail::check_template_range(*this, begin, end);
     Array rows = templates_.slice(0, begin, end).contiguous();
     rows = rows.reshape({end - begin, shape_[1], shape_[2]});
     return rows.dtype() == dtype() ? rows : rows.astype(dtype());
@@ -63,7 +54,7 @@ class NpyTemplates final : public TemplateSource {
   [[nodiscard]] std::string describe() const override { return file_.describe(); }
 
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_range(*this, begin, end);
+    detail::check_template_range(*this, begin, end);
     const Array raw = file_.read_rows(begin, end).reshape({end - begin, shape_[1], shape_[2]});
     Array out = raw.dtype() == dtype() ? raw : raw.astype(dtype());
     check_finite_templates(file_.name(), out, begin);
@@ -75,14 +66,19 @@ class NpyTemplates final : public TemplateSource {
   Shape shape_;
 };
 
-template <class V>
-std::int64_t first_nonfinite(const V* v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) return i;
-  return n;
+}  // namespace
+
+namespace detail {
+
+void check_template_range(const TemplateSource& s, std::int64_t begin, std::int64_t end) {
+  const std::int64_t T = s.shape()[0];
+  if (begin < 0 || begin > end || end > T)
+    throw InvalidInput((s.name().empty() ? std::string("templates") : s.name()) + ": templates [" +
+                       str(begin) + ", " + str(end) + "): expected a range inside [0, " + str(T) +
+                       ")");
 }
 
-}  // namespace
+}  // namespace detail
 
 Shape template_array_shape(const std::string& name, const Shape& shape, DType dtype) {
   if (!dtype_is_float(dtype) && !dtype_is_signed_int(dtype) && dtype != DType::u8 &&
@@ -101,10 +97,10 @@ void check_finite_templates(const std::string& name, const Array& templates, std
   double value = 0;
   std::int64_t i = n;
   if (templates.dtype() == DType::f32) {
-    i = first_nonfinite(templates.data_as<float>(), n);
+    i = detail::first_nonfinite(templates.data_as<float>(), n);
     if (i < n) value = templates.data_as<float>()[i];
   } else {
-    i = first_nonfinite(templates.data_as<double>(), n);
+    i = detail::first_nonfinite(templates.data_as<double>(), n);
     if (i < n) value = templates.data_as<double>()[i];
   }
   if (i == n) return;

@@ -92,9 +92,9 @@ struct MfPart {
 /// io::npy_templates, io::npy_samples and io::npy_table no rank holds the whole bank, the whole
 /// day or the whole network (the network's whole-call facts that the GPU kernels tile by, the
 /// largest moveout spread of a 16-template tile and the wgmma kernel's longest template row, are
-/// reduced over the ranks). options.devices
-/// must be empty: a GPU rank uses the device (node-local rank) modulo (devices of its host). The
-/// test hook HALFSCOPE_FAULT_RANK (docs/scaling.md) makes a rank fail in its computation.
+/// reduced over the ranks). options.devices must be empty: a GPU rank uses the device
+/// (node-local rank) modulo (devices of its host). The test hook HALFSCOPE_FAULT_RANK
+/// (docs/scaling.md) makes a rank fail in its computation.
 MfPart matched_filter(const Comm& comm, const io::TemplateSource& templates,
                       const io::SampleSource& data, const MfOptions& options = {},
                       const MfNetworkTables& network = {}, const MfSplit& split = {});

@@ -79,7 +79,8 @@ Stream::Stream(StreamPriority priority) {
   }
   int least = 0, greatest = 0;
   HS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  HS_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+  const int value = priority == StreamPriority::high ? greatest : (least + greatest) / 2;
+  HS_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, value));
 }
 
 Stream::~Stream() {

@@ -111,43 +111,62 @@ void throw_first_failure(const Factor& fc, const std::vector<int>& infos, Failur
   if (code != kNoFailure) throw_failure(fc, code, policy_name, failed);
 }
 
-void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s) {
+void take_step_buffers(Factor& fc, cudaStream_t stream, PanelScratch& s) {
+  const std::int64_t n = fc.a.layout.rows(), nb = fc.nb;
+  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
+  for (int f = 0; f < kFormats; ++f)
+    for (int side = 0; side < 2; ++side) fc.panel[f][side] = fc.c_scratch[f][side] = nullptr;
+  if (panel_elems == 0) return;
+  bool used[kFormats] = {};
+  for (std::int64_t j = 0; j < fc.nt; ++j)
+    for (std::int64_t i = j + 1; i < fc.nt; ++i)
+      used[static_cast<int>(operand_format(fc.variant(i, j)))] = true;
+  for (int f = 1; f < kFormats; ++f)
+    for (int parity = 0; parity < 2 && used[f]; ++parity)
+      fc.panel[f][parity] =
+          s.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)), stream);
+  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
+    if (std::find(fc.variants.begin(), fc.variants.end(), v) == fc.variants.end()) continue;
+    const auto cf = static_cast<int>(c_format(v));
+    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
+      fc.c_scratch[cf][side] = s.take(panel_elems * format_bytes(c_format(v)), stream);
+  }
+}
+
+void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s,
+                  bool split_parts) {
   const std::int64_t nt = fc.nt, nb = fc.nb, n = fc.a.layout.rows();
   bool used[kFormats] = {};
   const auto tags = consumer_tags(fc, used);
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
   for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
     if (!used[f]) continue;
-    for (int parity = 0; parity < 2; ++parity)
-      fc.panel[f][parity] =
-          s.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)), stream);
     const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
     s.tags[f] = static_cast<FailureCode*>(s.take(bytes, stream));
     HS_CUDA_CHECK(cudaMemcpyAsync(s.tags[f], tags[f].data(), static_cast<std::size_t>(bytes),
                                   cudaMemcpyHostToDevice, stream));
   }
-  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
-    if (panel_elems == 0 ||
-        std::find(fc.variants.begin(), fc.variants.end(), v) == fc.variants.end())
-      continue;
-    const auto cf = static_cast<int>(c_format(v));
-    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
-      fc.c_scratch[cf][side] = s.take(panel_elems * format_bytes(c_format(v)), stream);
-  }
+  take_step_buffers(fc, stream, s);
   fc.flag = static_cast<FailureCode*>(s.take(sizeof(FailureCode), stream));
   HS_CUDA_CHECK(cudaMemsetAsync(fc.flag, 0xff, sizeof(FailureCode), stream));  // kNoFailure
   s.infos = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
   HS_CUDA_CHECK(cudaMemsetAsync(s.infos, 0, static_cast<std::size_t>(nt) * sizeof(int), stream));
   s.leaf = static_cast<float*>(s.take(panel_trsm_scratch(n - nb, nb) * 4, stream));
   if (fc.fast_fp32 && panel_elems > 0) {
-    fc.split = s.take(4 * panel_elems * 2, stream);  // four FP16 parts per element
+    if (split_parts) fc.split = s.take(4 * panel_elems * 2, stream);  // four FP16 parts an entry
     fc.exponents = static_cast<int*>(s.take(nt * static_cast<std::int64_t>(sizeof(int)), stream));
-    std::vector<std::int64_t> offsets, heights;
-    for (std::int64_t j = 0; j < nt; ++j) {
-      offsets.push_back(fc.offset(j, j));
-      heights.push_back(fc.height(j));
+    if (fc.exponent_of.empty()) {
+      std::vector<std::int64_t> offsets, heights;
+      for (std::int64_t j = 0; j < nt; ++j) {
+        offsets.push_back(fc.offset(j, j));
+        heights.push_back(fc.height(j));
+      }
+      fc.exponent_of = diagonal_exponents(fc.base, offsets, heights, fc.exponents, stream);
+    } else {
+      HS_CUDA_CHECK(cudaMemcpyAsync(fc.exponents, fc.exponent_of.data(),
+                                    static_cast<std::size_t>(nt) * sizeof(int),
+                                    cudaMemcpyHostToDevice, stream));
     }
-    fc.exponent_of = diagonal_exponents(fc.base, offsets, heights, fc.exponents, stream);
     fc.panel_split = s.take(panel_trsm_split_scratch(n - nb, nb) * 2, stream);
   }
   // The size query reads no data: any device pointer does.
@@ -159,7 +178,7 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // `tags` is freed on return
 }
 
-std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
+std::int64_t step_buffer_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
   const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
   bool used[kFormats] = {}, c_used[kFormats] = {};
@@ -170,14 +189,28 @@ std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVaria
       if (v == GemmVariant::HP3 || v == GemmVariant::DP)
         c_used[static_cast<int>(c_format(v))] = true;
     }
-  // panel_trsm's scratch, pivots, flag (the drivers that ask, several devices and out of core,
-  // never take the one-device driver's split16 parts)
-  std::int64_t bytes = panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8;
+  std::int64_t bytes = 0;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
-    if (used[f]) bytes += 2 * panel_elems * b + nt * nt * 8;
+    if (used[f]) bytes += 2 * panel_elems * b;
     if (c_used[f]) bytes += 2 * panel_elems * b;
   }
+  return bytes;
+}
+
+std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
+  const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
+  bool used[kFormats] = {};
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i)
+      used[static_cast<int>(operand_format(variants[static_cast<std::size_t>(i * nt + j)]))] = true;
+  // panel_trsm's scratch, pivots, flag, consumer tags, one factor's step buffers (the drivers
+  // that ask, several devices and out of core, never take the one-device driver's split16 parts
+  // of whole panels)
+  std::int64_t bytes =
+      panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8 + step_buffer_bytes(layout, variants);
+  for (int f = 1; f < kFormats; ++f)
+    if (used[f]) bytes += nt * nt * 8;
   return bytes + bytes / 100 + (4 << 20);
 }
 
@@ -218,9 +251,7 @@ std::int64_t cholesky_cuda(TileMatrix& a, const std::vector<GemmVariant>& varian
   fc.nt = a.layout.tile_rows(), fc.nb = a.layout.tile_size();
   fc.base = a.storage.data_as<float>();
   const std::int64_t nt = fc.nt;
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i)
-      fc.fast_fp32 |= fc.variant(i, j) != GemmVariant::SP && fc.variant(i, j) != GemmVariant::DP;
+  fc.fast_fp32 = wants_fast_fp32(variants);
   // The panel stream is the critical path: its kernels go first when both streams have work.
   cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream;
   const cudaStream_t p = panel_stream.get(), u = update_stream.get();

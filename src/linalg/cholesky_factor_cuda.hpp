@@ -63,15 +63,19 @@ struct Factor {
   /// Element offset of the layout at `base` (out of core: the first tile of the resident slab;
   /// only the slab's tiles are then addressable).
   std::int64_t origin = 0;
-  /// Out of core: panels k < first_resident are streamed from the host, their FP32 tiles from
-  /// tile row streamed_row0 down packed at streamed[k % 2] (the host layout's own order), their
-  /// converted copies at panel[f][k % 2] from the same row.
+  /// Out of core: the resident slab's tile columns are [first_resident, resident_end) (0: NT),
+  /// the only ones the steps update. Panels k < first_resident are streamed from the host, their
+  /// FP32 tiles from tile row streamed_row0 down packed at streamed[k % 2] (the host layout's own
+  /// order), their converted copies at panel[f][k % 2] from the same row.
   std::int64_t first_resident = 0;
+  std::int64_t resident_end = 0;
   std::int64_t streamed_row0 = 0;
   const float* streamed[2] = {};
 
+  [[nodiscard]] std::int64_t column_end() const { return resident_end > 0 ? resident_end : nt; }
   [[nodiscard]] bool owns(std::int64_t j) const {
-    return owned.empty() || owned[static_cast<std::size_t>(j)] != 0;
+    return j >= first_resident && j < column_end() &&
+           (owned.empty() || owned[static_cast<std::size_t>(j)] != 0);
   }
 
   [[nodiscard]] GemmVariant variant(std::int64_t i, std::int64_t j) const {
@@ -83,9 +87,11 @@ struct Factor {
   [[nodiscard]] float* tile(std::int64_t i, std::int64_t j) const { return base + offset(i, j); }
   [[nodiscard]] std::int64_t height(std::int64_t i) const { return a.layout.tile_height(i); }
 
-  // The four FP16 parts of panel tile (i, k), i > k (resident panels only), nb^2 apart.
-  [[nodiscard]] const __half* split_parts(std::int64_t i, std::int64_t k) const {
-    return static_cast<const __half*>(split) + (i - k - 1) * 4 * nb * nb;
+  // The four FP16 parts of panel tile (i, k), i > k, nb^2 apart: by rows from k + 1 (from
+  // streamed_row0 for a panel from outside the slab).
+  [[nodiscard]] __half* split_parts(std::int64_t i, std::int64_t k) const {
+    const std::int64_t row0 = k < first_resident ? streamed_row0 : k + 1;
+    return static_cast<__half*>(split) + (i - row0) * 4 * nb * nb;
   }
 
   // Operand pointer of panel tile (i, k) in format f (the FP32 tile itself for fp32).
@@ -179,8 +185,10 @@ struct Factor {
     return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
   }
 
-  // Host pointer arrays for the columns k + 3 .. NT - 1 of every step (column k + 2 goes alone,
-  // first, so that the panel stream's look-ahead can start on it): one group per variant and
+  // Host pointer arrays for the columns k + 3 .. NT - 1 this factor owns of every step (column
+  // k + 2 goes alone, first, so that the panel stream's look-ahead can start on it; out of core
+  // every panel k < resident_end, streamed or resident, and the slab's columns from k + 3 on,
+  // appended to the arrays, whose indices the groups keep): one group per variant and
   // tile height, and the full diagonal tiles, updated as GEMMs of the whole tile (strict FP32, or
   // split16 with fast_fp32, one group per exponent; C -= A A^T: twice a SYRK's work, but batched:
   // 47 us a tile in a batch of 96 on an H100, one SYRK 58 us on an H200; 4753 one-tile SYRKs were
@@ -189,10 +197,11 @@ struct Factor {
   void plan_groups(std::vector<const void*>& a_host, std::vector<const void*>& b_host,
                    std::vector<void*>& c_host) {
     groups.assign(static_cast<std::size_t>(nt), {});
-    for (std::int64_t k = 0; k < nt; ++k) {
-      const bool split_step = fast_fp32 && split != nullptr && k >= first_resident;
+    const std::int64_t end = column_end();
+    for (std::int64_t k = 0; k < end; ++k) {
+      const bool split_step = fast_fp32 && split != nullptr;
       std::vector<std::int64_t> strict, splits;
-      for (std::int64_t j = k + 3; j < nt; ++j)
+      for (std::int64_t j = std::max(k + 3, first_resident); j < end; ++j)
         if (owns(j) && height(j) == nb)
           (split_step && exponent_of[static_cast<std::size_t>(j)] != kNoSplitExponent ? splits
                                                                                       : strict)
@@ -226,14 +235,14 @@ struct Factor {
         add(splits, true, e);
       }
     }
-    for (std::int64_t k = 0; k < nt; ++k)
+    for (std::int64_t k = 0; k < end; ++k)
       for (const GemmVariant v :
            {GemmVariant::SP, GemmVariant::TF32, GemmVariant::HP1, GemmVariant::BF16})
         for (const bool full : {true, false}) {
           Group g{v, full ? nb : height(nt - 1), static_cast<std::int64_t>(a_host.size()), 0};
           if (!full && height(nt - 1) == nb) continue;
           const OperandFormat f = operand_format(v);
-          for (std::int64_t j = k + 3; j < nt; ++j)
+          for (std::int64_t j = std::max(k + 3, first_resident); j < end; ++j)
             for (std::int64_t i = j + 1; i < nt && owns(j); ++i) {
               if (variant(i, j) != v || (height(i) == nb) != full) continue;
               a_host.push_back(operand(f, i, k));
@@ -245,28 +254,32 @@ struct Factor {
         }
   }
 
-  // The FP16 parts of panel k's full tiles from row k + 3 on (those whose diagonal tiles the
-  // step's split16 groups update), on the update stream, which alone reads and writes split.
+  // The FP16 parts of panel k's full tiles in the rows of the owned columns from k + 3 on (those
+  // whose diagonal tiles the step's split16 groups update), on the stream of the step's updates,
+  // which alone reads and writes this factor's split.
   void split_panel(cudaStream_t stream, std::int64_t k) const {
-    const std::int64_t count = nt - k - 3 - (height(nt - 1) == nb ? 0 : 1);
+    const bool far = k < first_resident;
+    const std::int64_t row0 = std::max(k + 3, first_resident), end = column_end();
+    const std::int64_t count = end - row0 - (end == nt && height(nt - 1) != nb ? 1 : 0);
     if (count <= 0) return;
     BlockSet set;
-    set.base = base, set.first = offset(k + 3, k), set.stride = nb * nb, set.count = count;
+    set.base = far ? streamed[k % 2] : base;
+    set.first = far ? (row0 - streamed_row0) * nb * nb : offset(row0, k);
+    set.stride = nb * nb, set.count = count;
     set.rows = nb, set.last_rows = nb, set.cols = nb, set.dst_stride = 4 * nb * nb;
-    set.exponents = exponents + k + 3, set.part_stride = nb * nb;
+    set.exponents = exponents + row0, set.part_stride = nb * nb;
     // Never flags, as the strict path would not: a part past FP16's range needs |L(a, b)| above
     // 4 sqrt(A(a, a)), so A is not positive definite, and the Inf / NaN it leaves in C(i, i) fails
     // that tile's spotrf, which reports it as the strict path does.
     set.tag_base = kNoFailure;
-    convert_blocks(set, Rounding::fp16_split, static_cast<__half*>(split) + 2 * 4 * nb * nb, flag,
-                   stream);  // tile (k + 3, k) at split_parts(k + 3, k)
+    convert_blocks(set, Rounding::fp16_split, split_parts(row0, k), flag, stream);
   }
 
   // Columns k + 3 .. NT - 1 with panel k: a short last diagonal tile's SYRK and the C-rounding
   // runs column by column, the rest in the step's pointer-array groups (disjoint tiles, so their
   // order does not matter).
   void update_rest(cublasHandle_t handle, cudaStream_t stream, std::int64_t k) const {
-    for (std::int64_t j = k + 3; j < nt; ++j)
+    for (std::int64_t j = std::max(k + 3, first_resident); j < column_end(); ++j)
       if (owns(j)) update_column(handle, stream, 1, k, j, true);
     bool split_done = false;
     for (const Group& grp : groups[static_cast<std::size_t>(k)]) {
@@ -280,6 +293,13 @@ struct Factor {
     }
   }
 };
+
+/// Whether a policy's variants have tiles below FP32, which calls for Factor::fast_fp32 (the
+/// diagonal and upper entries are SP).
+inline bool wants_fast_fp32(const std::vector<GemmVariant>& variants) {
+  return std::any_of(variants.begin(), variants.end(),
+                     [](GemmVariant v) { return v != GemmVariant::SP && v != GemmVariant::DP; });
+}
 
 /// Elements of tile column j from its diagonal tile down (contiguous in the layout).
 inline std::int64_t column_elements(const TileLayout& l, std::int64_t j) {
@@ -306,16 +326,25 @@ struct PanelScratch {
   }
 };
 
-/// Allocates on `stream` what every factorization step needs: fc.panel (two copies per operand
-/// format in use, (n - nb) x nb each), the consumer-tag tables, fc.c_scratch of HP3 / DP, fc.flag
-/// (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace and panel_trsm's scratch; with
-/// fc.fast_fp32 also the split16 parts (fc.split, fc.panel_split) and fc.exponents, from A's
-/// diagonal, which must therefore be ready on `stream`. Synchronises `stream` (the host tables it
-/// uploads are then free).
-void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s);
+/// Allocates on `stream` the buffers one factor's steps write (two factors that work at once need
+/// their own), replacing fc's: fc.panel (two copies per operand format in use, (n - nb) x nb each)
+/// and fc.c_scratch of HP3 / DP.
+void take_step_buffers(Factor& fc, cudaStream_t stream, PanelScratch& s);
 
-/// Bytes make_scratch takes for this layout and these variants, cuSOLVER's workspace (a few
-/// MB at most) and the allocator's rounding included as 1 % + 4 MiB.
+/// Allocates on `stream` what every factorization step needs: take_step_buffers', the
+/// consumer-tag tables, fc.flag (set to kNoFailure), the pivots (zeroed), cuSOLVER's workspace
+/// and panel_trsm's scratch; with fc.fast_fp32 also fc.panel_split, fc.exponents (uploaded from
+/// fc.exponent_of when set, else from A's diagonal, which must then be ready on `stream`) and,
+/// with `split_parts`, the split16 parts of whole panels (fc.split). Synchronises `stream` (the
+/// host tables it uploads are then free).
+void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s,
+                  bool split_parts = true);
+
+/// Bytes take_step_buffers takes for this layout and these variants.
+std::int64_t step_buffer_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants);
+
+/// Bytes make_scratch takes for this layout and these variants without fast_fp32's buffers,
+/// cuSOLVER's workspace (a few MB at most) and the allocator's rounding included as 1 % + 4 MiB.
 std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants);
 
 /// Host tables of the first consumer of each panel tile per format (0: none), as failure codes:

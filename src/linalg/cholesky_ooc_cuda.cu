@@ -3,23 +3,29 @@
 // right-looking within one).
 //
 // The tile columns are cut into slabs whose tiles (each column from its diagonal tile down: a
-// contiguous range of the host layout) fit half the budget; two slab buffers alternate. Slab s
-// (columns c0 .. c1 - 1) goes through:
-//  1. upload of its tiles (copy-in stream, queued while slab s - 1 is still factored);
-//  2. the left phase, on the update stream: every factored column k < c0, from tile row c0 down,
-//     streamed from the host into one of two staging buffers (the copy of column k + 1 overlaps
-//     the updates with column k), converted to the low-precision formats its consumers need, and
-//     applied to every column of the slab: exactly the trailing updates the in-core factorization
-//     would have made with panel k, in the same order (k ascending), with the same variants;
+// contiguous range of the host layout), with their split16 parts, fit half the budget; two slab
+// buffers alternate, and so do two sets of step buffers (converted panels, C scratch). Slab s
+// (columns c0 .. c1 - 1, its own Factor) goes through:
+//  1. upload of its tiles (upload stream), as soon as slab s - 2 went back;
+//  2. the left phase, on its own stream L, beside slab s - 1's in-core steps: every factored
+//     column k < c0, from tile row c0 down, streamed from the host (copy-in stream) into one of
+//     two staging buffers as soon as it went back (the copy of column k + 1 overlaps the updates
+//     with column k), converted to the formats its consumers need and applied to every column of
+//     the slab: exactly the trailing updates the in-core factorization would make with panel k
+//     (k ascending, the same variants, the same pointer-array groups and split16 diagonal
+//     updates);
 //  3. the in-core steps k = c0 .. c1 - 1 restricted to the slab (panel stream: spotrf, panel
-//     solve, conversions, look-ahead on column k + 1; update stream: the slab's other columns);
-//     column k is copied back to the host (copy-out stream) as soon as its panel is done, so the
-//     copies overlap the slab's remaining updates and the next slab's left phase can stream it.
+//     solve, conversions, look-ahead on column k + 1; update stream, above L's priority: the
+//     slab's other columns); column k is copied back to the host (copy-out stream) as soon as its
+//     panel is done, so the copies overlap the slab's remaining updates.
+// The panel chain of a slab, with only the slab's few columns to overlap, is what left the GPU
+// idle when the next left phase waited behind it on one update stream (0.58 of the in-core rate
+// for a mixed policy at 94908a7).
 // Data moved: the matrix in and out once, plus sum over slabs of the factored columns' part below
-// the slab (about n^3 / (6 w) elements for slabs w columns wide). Each slab records failures in
-// its own flag word, and slab s - 1 is checked while slab s runs, so a failure stops the work
-// within about one slab and the error names the same kind of tile as in core (the earliest
-// failure of the first slab that fails).
+// the slab (about n^3 / (6 w) elements for slabs w columns wide). Each
+// slab records failures in its own flag word, and slab s - 1 is checked while slab s runs, so a
+// failure stops the work within about one slab and the error names the same kind of tile as in
+// core (the earliest failure of the first slab that fails).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -39,6 +45,8 @@
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/cholesky_factor_cuda.hpp"
+#include "linalg/panel_trsm_cuda.hpp"
+#include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
 namespace {
@@ -71,15 +79,29 @@ std::int64_t slab_elements(const TileLayout& l, std::int64_t c0, std::int64_t c1
   return end - l.tile_offset(c0, c0);
 }
 
+// Where a slab's split16 parts start in its buffer: after its tiles, 256-byte aligned.
+std::int64_t split_offset(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
+  return (slab_elements(l, c0, c1) * 4 + 255) / 256 * 256;
+}
+
+// Device bytes of slab [c0, c1): its tiles and, with split16, the FP16 parts of one panel tile
+// per column (the rows of the slab's diagonal tiles, Factor::split_parts).
+std::int64_t slab_bytes(const TileLayout& l, std::int64_t c0, std::int64_t c1, bool split16) {
+  const std::int64_t nb = l.tile_size();
+  return split16 ? split_offset(l, c0, c1) + (c1 - c0) * 8 * nb * nb : slab_elements(l, c0, c1) * 4;
+}
+
 std::string gb(std::int64_t bytes) {
   return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 6) + " GB";
 }
 
-// First column of every slab, then NT: the widest runs of columns whose tiles fit `cap` bytes.
-std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t budget, std::int64_t fixed) {
+// First column of every slab, then NT: the widest runs of columns that fit half of what the
+// budget leaves beside `fixed`.
+std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t budget, std::int64_t fixed,
+                                     bool split16) {
   const std::int64_t nt = l.tile_cols();
   const std::int64_t cap = (budget - fixed) / 2;
-  const std::int64_t first = slab_elements(l, 0, 1) * 4;  // the tallest column
+  const std::int64_t first = slab_bytes(l, 0, 1, split16);  // the tallest column
   if (cap < first)
     throw InvalidInput("cholesky_tiles: device_memory: " + gb(budget) +
                        " is too small for the out-of-core factorization of n = " +
@@ -88,7 +110,7 @@ std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t budget, s
                        "column, " + gb(first) + " each, and " + gb(fixed) + " of scratch)");
   std::vector<std::int64_t> starts{0};
   for (std::int64_t c = 1; c < nt; ++c)
-    if (slab_elements(l, starts.back(), c + 1) * 4 > cap) starts.push_back(c);
+    if (slab_bytes(l, starts.back(), c + 1, split16) > cap) starts.push_back(c);
   starts.push_back(nt);
   return starts;
 }
@@ -114,9 +136,14 @@ std::int64_t device_budget(int device, std::int64_t requested) {
 }
 
 std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<GemmVariant>& v) {
-  const std::int64_t panel_elems =
-      std::max<std::int64_t>(l.rows() - l.tile_size(), 0) * l.tile_size();
-  return scratch_bytes(l, v) + 2 * panel_elems * 4 + l.tile_cols() * 8;  // staging, slab flags
+  const std::int64_t nt = l.tile_cols(), nb = l.tile_size(), n = l.rows();
+  const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
+  // The second factor's step buffers, the staging columns, the slab flags, and the pointer
+  // arrays of every slab (at most one triple per (k, j, i), k + 3 <= j <= i, in all).
+  std::int64_t bytes = scratch_bytes(l, v) + step_buffer_bytes(l, v) + 2 * panel_elems * 4 +
+                       nt * 8 + (nt * nt * nt / 6 + nt * nt) * 3 * 8;
+  if (wants_fast_fp32(v)) bytes += panel_trsm_split_scratch(n - nb, nb) * 2 + nt * 4;
+  return bytes;
 }
 
 OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant>& variants,
@@ -124,8 +151,9 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
                                     std::int64_t budget, const std::function<void()>& check_input) {
   const TileLayout& l = a.layout;
   const std::int64_t nt = l.tile_rows(), nb = l.tile_size(), n = l.rows();
+  const bool fast = wants_fast_fp32(variants);
   const std::vector<std::int64_t> starts =
-      plan_slabs(l, budget, out_of_core_fixed_bytes(l, variants));
+      plan_slabs(l, budget, out_of_core_fixed_bytes(l, variants), fast);
   const auto slabs = static_cast<std::int64_t>(starts.size()) - 1;
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
@@ -153,37 +181,79 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       }
     });
 
-  cuda::Stream panel_stream(cuda::StreamPriority::high), update_stream, in_stream, out_stream;
-  const cudaStream_t p = panel_stream.get(), u = update_stream.get(), in = in_stream.get(),
-                     out = out_stream.get();
+  // The panel chain first, then the in-core updates that feed it, then the left phases' bulk.
+  cuda::Stream panel_stream(cuda::StreamPriority::high),
+      update_stream(cuda::StreamPriority::raised), left_stream, up_stream, in_stream, out_stream;
+  const cudaStream_t p = panel_stream.get(), u = update_stream.get(), ls = left_stream.get(),
+                     up = up_stream.get(), in = in_stream.get(), out = out_stream.get();
   cuda::CusolverHandle solver(p);
-  cuda::CublasHandle panel_blas, update_blas;
+  cuda::CublasHandle panel_blas, update_blas, left_blas;
   HS_CUBLAS_CHECK(cublasSetStream(panel_blas.get(), p));
   HS_CUBLAS_CHECK(cublasSetStream(update_blas.get(), u));
+  HS_CUBLAS_CHECK(cublasSetStream(left_blas.get(), ls));
 
-  Factor fc{a, variants};
-  fc.nt = nt, fc.nb = nb;
+  // What the slabs' factors share: the scratch of the panel stream, the tags, the exponents
+  // (from the host diagonal: the device never holds all of it); two sets of step buffers.
+  Factor proto{a, variants};
+  proto.nt = nt, proto.nb = nb, proto.fast_fp32 = fast;
+  if (fast) {
+    std::vector<std::int64_t> offsets, heights;
+    for (std::int64_t j = 0; j < nt; ++j) {
+      offsets.push_back(l.tile_offset(j, j));
+      heights.push_back(l.tile_height(j));
+    }
+    proto.exponent_of = diagonal_exponents_host(host, offsets, heights);
+  }
   PanelScratch ps;  // freed in P's order after the streams drained (below)
-  make_scratch(fc, solver.get(), p, ps);
+  make_scratch(proto, solver.get(), p, ps, false);
+  Factor other = proto;
+  take_step_buffers(other, p, ps);
   std::int64_t slab_max = 0;
   for (std::int64_t s = 0; s < slabs; ++s)
-    slab_max = std::max(slab_max, slab_elements(l, starts[s], starts[s + 1]));
-  float* slab[2] = {static_cast<float*>(ps.take(slab_max * 4, p)), nullptr};
-  slab[1] = slabs > 1 ? static_cast<float*>(ps.take(slab_max * 4, p)) : slab[0];
+    slab_max = std::max(slab_max, slab_bytes(l, starts[s], starts[s + 1], fast));
+  char* slab[2] = {static_cast<char*>(ps.take(slab_max, p)), nullptr};
+  slab[1] = slabs > 1 ? static_cast<char*>(ps.take(slab_max, p)) : slab[0];
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
   float* stage[2] = {static_cast<float*>(ps.take(std::max<std::int64_t>(panel_elems, 1) * 4, p)),
                      static_cast<float*>(ps.take(std::max<std::int64_t>(panel_elems, 1) * 4, p))};
   auto* flags = static_cast<FailureCode*>(ps.take(slabs * 8, p));
   HS_CUDA_CHECK(cudaMemsetAsync(flags, 0xff, static_cast<std::size_t>(slabs) * 8, p));
-  HS_CUDA_CHECK(cudaStreamSynchronize(p));
+
+  // One factor per slab, its step groups planned for every panel it sees (streamed or its own).
+  std::vector<Factor> fs;
+  std::vector<const void*> a_host, b_host;
+  std::vector<void*> c_host;
+  for (std::int64_t s = 0; s < slabs; ++s) {
+    const std::int64_t c0 = starts[s], c1 = starts[s + 1];
+    fs.push_back(s % 2 == 0 ? proto : other);
+    Factor& f = fs.back();
+    f.base = reinterpret_cast<float*>(slab[s % 2]), f.origin = l.tile_offset(c0, c0);
+    f.flag = flags + s, f.first_resident = c0, f.resident_end = c1, f.streamed_row0 = c0;
+    f.streamed[0] = stage[0], f.streamed[1] = stage[1];
+    if (fast) f.split = slab[s % 2] + split_offset(l, c0, c1);
+    f.plan_groups(a_host, b_host, c_host);
+  }
+  {
+    const auto bytes =
+        static_cast<std::int64_t>(std::max<std::size_t>(a_host.size(), 1) * sizeof(void*));
+    void* ptrs[3] = {ps.take(bytes, p), ps.take(bytes, p), ps.take(bytes, p)};
+    for (Factor& f : fs)
+      f.a_ptrs = static_cast<const void**>(ptrs[0]), f.b_ptrs = static_cast<const void**>(ptrs[1]),
+      f.c_ptrs = static_cast<void**>(ptrs[2]);
+    const std::size_t copy = a_host.size() * sizeof(void*);
+    const void* from[3] = {a_host.data(), b_host.data(), c_host.data()};
+    for (int t = 0; t < 3 && copy > 0; ++t)
+      HS_CUDA_CHECK(cudaMemcpyAsync(ptrs[t], from[t], copy, cudaMemcpyHostToDevice, p));
+  }
+  HS_CUDA_CHECK(cudaStreamSynchronize(p));  // the host tables may go
   // Declared after the scratch, so run first: no queued copy or kernel outlives its buffers.
   struct DrainAll {
-    cudaStream_t s[4];
+    cudaStream_t s[6];
     ~DrainAll() {
       for (const cudaStream_t x : s)
         if (cudaStreamSynchronize(x) != cudaSuccess) (void)cudaGetLastError();
     }
-  } const drain{{p, u, in, out}};
+  } const drain{{p, u, ls, up, in, out}};
 
   const auto events = [](std::int64_t count) {
     std::vector<std::unique_ptr<cuda::Event>> e;
@@ -191,76 +261,94 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     return e;
   };
   auto panel_done = events(nt), col_done = events(nt), update_done = events(nt),
-       written = events(nt), stage_read = events(2), slab_free = events(2), uploaded = events(1),
-       left_done = events(1);
-  // Recorded once on U so that every staging copy can wait on its buffer's last reader, even the
-  // first copies of a slab, whose buffers the previous slab's left phase may still be reading.
-  for (const auto& e : stage_read) e->record(u);
+       written = events(nt), stage_read = events(2), slab_free = events(2), staged = events(1),
+       uploaded = events(slabs), left_done = events(slabs), inner_done = events(slabs);
+  // Recorded once on L so that every staging copy can wait on its buffer's last reader.
+  for (const auto& e : stage_read) e->record(ls);
   OutOfCore result;
   result.slabs = slabs;
-  const auto upload = [&](std::int64_t s) {
-    const std::int64_t c0 = starts[s], elems = slab_elements(l, c0, starts[s + 1]);
-    if (s >= 2) HS_CUDA_CHECK(cudaStreamWaitEvent(in, slab_free[s % 2]->get(), 0));
-    HS_CUDA_CHECK(cudaMemcpyAsync(slab[s % 2], host + l.tile_offset(c0, c0),
-                                  static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice, in));
-    result.host_to_device += elems * 4;
+  const auto wait = [](cudaStream_t stream, const std::unique_ptr<cuda::Event>& e) {
+    HS_CUDA_CHECK(cudaStreamWaitEvent(stream, e->get(), 0));
   };
-  // The left phase of slab s: every factored column k < c0 streamed in and applied.
-  const auto left_phase = [&](std::int64_t s) {
+  // Slab s's tiles in once slab s - 2 went back, its steps are done, and (`after_left`) slab
+  // s - 1's left phase no longer reads it.
+  const auto upload = [&](std::int64_t s, bool after_left) {
+    const std::int64_t c0 = starts[s], elems = slab_elements(l, c0, starts[s + 1]);
+    if (s >= 2) wait(up, slab_free[s % 2]), wait(up, inner_done[s - 2]);
+    if (after_left) wait(up, left_done[s - 1]);
+    HS_CUDA_CHECK(cudaMemcpyAsync(slab[s % 2], host + l.tile_offset(c0, c0),
+                                  static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice, up));
+    result.host_to_device += elems * 4;
+    uploaded[s]->record(up);
+  };
+  // The left phase of slab s on L: every factored column k < c0 applied to the slab's columns,
+  // streamed from the host, or (`from_slab0`: slab 0's columns held back for the input checks)
+  // copied from slab 0's buffer.
+  const auto left_phase = [&](std::int64_t s, bool from_slab0) {
+    const Factor& f = fs[static_cast<std::size_t>(s)];
     const std::int64_t c0 = starts[s], c1 = starts[s + 1];
-    uploaded[0]->record(in);
-    HS_CUDA_CHECK(cudaStreamWaitEvent(u, uploaded[0]->get(), 0));
-    fc.first_resident = c0, fc.streamed_row0 = c0, fc.streamed[0] = stage[0],
-    fc.streamed[1] = stage[1];
+    wait(ls, uploaded[s]);
+    if (s >= 2) wait(ls, inner_done[s - 2]);  // the last user of this parity's step buffers
     for (std::int64_t k = 0; k < c0; ++k) {
       const std::int64_t from = l.tile_offset(c0, k);
       const std::int64_t elems = l.tile_offset(k, k) + column_elements(l, k) - from;
-      HS_CUDA_CHECK(cudaStreamWaitEvent(in, written[k]->get(), 0));
-      HS_CUDA_CHECK(cudaStreamWaitEvent(in, stage_read[k % 2]->get(), 0));
-      HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], host + from, static_cast<std::size_t>(elems) * 4,
-                                    cudaMemcpyHostToDevice, in));
-      result.host_to_device += elems * 4;
-      uploaded[0]->record(in);
-      HS_CUDA_CHECK(cudaStreamWaitEvent(u, uploaded[0]->get(), 0));
-      fc.convert_panel(u, ps.tags, k);
-      for (std::int64_t j = c0; j < c1; ++j) fc.update_column(update_blas.get(), u, 1, k, j);
-      stage_read[k % 2]->record(u);
+      wait(in, stage_read[k % 2]);
+      if (from_slab0 && k < starts[1]) {
+        wait(in, panel_done[k]);
+        HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], fs[0].base + (from - fs[0].origin),
+                                      static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToDevice,
+                                      in));
+      } else {
+        wait(in, written[k]);
+        HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], host + from,
+                                      static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice,
+                                      in));
+        result.host_to_device += elems * 4;
+      }
+      staged[0]->record(in);
+      wait(ls, staged[0]);
+      f.convert_panel(ls, ps.tags, k);
+      for (std::int64_t j = std::max(k + 1, c0); j < std::min(k + 3, c1); ++j)
+        f.update_column(left_blas.get(), ls, 1, k, j);
+      f.update_rest(left_blas.get(), ls, k);
+      stage_read[k % 2]->record(ls);
     }
-    left_done[0]->record(u);
+    left_done[s]->record(ls);
   };
-  // Column k of the slab at fc back to the host once its panel is done.
-  const auto write_back = [&](std::int64_t k) {
-    HS_CUDA_CHECK(cudaStreamWaitEvent(out, panel_done[k]->get(), 0));
+  // Column k of slab s back to the host once its panel is done.
+  const auto write_back = [&](std::int64_t s, std::int64_t k) {
+    wait(out, panel_done[k]);
     const std::int64_t elems = column_elements(l, k);
-    HS_CUDA_CHECK(cudaMemcpyAsync(host + l.tile_offset(k, k), fc.tile(k, k),
-                                  static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToHost,
-                                  out));
+    HS_CUDA_CHECK(
+        cudaMemcpyAsync(host + l.tile_offset(k, k), fs[static_cast<std::size_t>(s)].tile(k, k),
+                        static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToHost, out));
     result.device_to_host += elems * 4;
     written[k]->record(out);
   };
-  // The in-core steps of slab s, its columns copied back as they become final (or, when
-  // `hold`, by the caller once the input checks passed).
+  // The in-core steps of slab s (cholesky_cuda's, within the slab), its columns copied back as
+  // they become final (or, when `hold`, by the caller once the input checks passed).
   const auto inner_phase = [&](std::int64_t s, bool hold) {
+    const Factor& f = fs[static_cast<std::size_t>(s)];
     const std::int64_t c0 = starts[s], c1 = starts[s + 1];
-    HS_CUDA_CHECK(cudaStreamWaitEvent(p, left_done[0]->get(), 0));
+    if (s >= 1) wait(p, left_done[s]);
     for (std::int64_t k = c0; k < c1; ++k) {
-      fc.factor_panel(solver.get(), panel_blas.get(), ps.work, ps.lwork, ps.infos, ps.leaf, k);
+      f.factor_panel(solver.get(), panel_blas.get(), ps.work, ps.lwork, ps.infos, ps.leaf, k);
       // Parity k % 2 was last read by step k - 2's updates (or by the left phase, waited above).
-      if (k - 2 >= c0 && k + 1 < nt)
-        HS_CUDA_CHECK(cudaStreamWaitEvent(p, update_done[k - 2]->get(), 0));
-      fc.convert_panel(p, ps.tags, k);
+      if (k - 2 >= c0 && k + 1 < nt) wait(p, update_done[k - 2]);
+      f.convert_panel(p, ps.tags, k);
       panel_done[k]->record(p);
-      if (!hold) write_back(k);
+      if (!hold) write_back(s, k);
       if (k + 1 < c1) {
-        if (k - 1 >= c0) HS_CUDA_CHECK(cudaStreamWaitEvent(p, col_done[k - 1]->get(), 0));
-        fc.update_column(panel_blas.get(), p, 0, k, k + 1);
+        if (k - 1 >= c0) wait(p, col_done[k - 1]);
+        f.update_column(panel_blas.get(), p, 0, k, k + 1);
       }
-      HS_CUDA_CHECK(cudaStreamWaitEvent(u, panel_done[k]->get(), 0));
-      if (k + 2 < c1) fc.update_column(update_blas.get(), u, 1, k, k + 2);
+      wait(u, panel_done[k]);
+      if (k + 2 < c1) f.update_column(update_blas.get(), u, 1, k, k + 2);
       col_done[k]->record(u);
-      for (std::int64_t j = k + 3; j < c1; ++j) fc.update_column(update_blas.get(), u, 1, k, j);
+      f.update_rest(update_blas.get(), u, k);
       update_done[k]->record(u);
     }
+    inner_done[s]->record(u);
     if (!hold) slab_free[s % 2]->record(out);
   };
   // Throws the first failure of slab s once its work is done (the slabs before it passed).
@@ -272,20 +360,24 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     HS_CUDA_CHECK(cudaMemcpy(infos.data(), ps.infos, static_cast<std::size_t>(c1) * sizeof(int),
                              cudaMemcpyDeviceToHost));
     HS_CUDA_CHECK(cudaMemcpy(&code, flags + s, sizeof code, cudaMemcpyDeviceToHost));
-    throw_first_failure(fc, infos, code, policy_name, failed);
+    throw_first_failure(fs[static_cast<std::size_t>(s)], infos, code, policy_name, failed);
   };
 
-  upload(0);
+  upload(0, false);
+  wait(p, uploaded[0]);
+  const bool held = static_cast<bool>(check_input);
   for (std::int64_t s = 0; s < slabs; ++s) {
-    const std::int64_t c0 = starts[s];
-    fc.base = slab[s % 2], fc.origin = l.tile_offset(c0, c0), fc.flag = flags + s;
-    left_phase(s);
-    if (s + 1 < slabs) upload(s + 1);  // overlaps this slab's in-core steps
-    const bool hold = s == 0 && check_input;
+    const bool hold = s == 0 && held;
     inner_phase(s, hold);
+    if (s + 1 < slabs) {  // beside this slab's steps
+      // Slab 0's columns held back reach slab 1 from the device; slab 0's buffer then waits for
+      // slab 1's left phase before slab 2 comes in.
+      upload(s + 1, held && s + 1 == 2);
+      left_phase(s + 1, hold);
+    }
     if (hold) {
       checks.wait();  // the GPU works on slab 0 meanwhile; nothing has reached `a` yet
-      for (std::int64_t k = 0; k < starts[1]; ++k) write_back(k);
+      for (std::int64_t k = 0; k < starts[1]; ++k) write_back(0, k);
       slab_free[0]->record(out);
     }
     if (s >= 1) check(s - 1);

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -247,6 +248,16 @@ __global__ void convert_back_kernel(const T* src, std::int64_t count, std::int64
   }
 }
 
+// e_j of diagonal_exponents from the largest diagonal entry `hi` of tile (j, j) and its smallest
+// `lo` (0: an entry that is not positive and finite); on the device and on the host alike.
+__host__ __device__ int split_exponent(float hi, float lo) {
+  if (!(lo > 0.0f) || hi > ldexpf(lo, 20)) return kNoSplitExponent;
+  int p = 0;
+  (void)frexpf(hi, &p);                               // hi = f 2^p, f in [0.5, 1)
+  const int half = p >= 0 ? (p + 1) / 2 : -(-p / 2);  // ceil(p / 2): sqrt(hi) < 2^half
+  return half - 14 < -63 ? -63 : (half - 14 > 63 ? 63 : half - 14);
+}
+
 // Block j: e_j of diagonal_exponents from the diagonal of tile (j, j).
 __global__ void __launch_bounds__(kThreads)
     diagonal_exponents_kernel(const float* base, const std::int64_t* offsets,
@@ -270,16 +281,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
-  if (threadIdx.x != 0) return;
-  hi = largest[0], lo = smallest[0];
-  if (!(lo > 0.0f) || hi > ldexpf(lo, 20)) {
-    out[blockIdx.x] = kNoSplitExponent;
-    return;
-  }
-  int p = 0;
-  (void)frexpf(hi, &p);                               // hi = f 2^p, f in [0.5, 1)
-  const int half = p >= 0 ? (p + 1) / 2 : -(-p / 2);  // ceil(p / 2): sqrt(hi) < 2^half
-  out[blockIdx.x] = min(max(half - 14, -63), 63);
+  if (threadIdx.x == 0) out[blockIdx.x] = split_exponent(largest[0], smallest[0]);
 }
 
 template <Rounding R>
@@ -455,6 +457,25 @@ std::vector<int> diagonal_exponents(const float* base, const std::vector<std::in
       cudaMemcpyAsync(host.data(), dev, host.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
   HS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host tables and `host` are then free
   return host;
+}
+
+std::vector<int> diagonal_exponents_host(const float* base,
+                                         const std::vector<std::int64_t>& offsets,
+                                         const std::vector<std::int64_t>& heights) {
+  std::vector<int> out(offsets.size(), 0);
+  for (std::size_t j = 0; j < offsets.size(); ++j) {
+    const std::int64_t h = heights[j];
+    const float* d = base + offsets[j];
+    float hi = 0.0f, lo = INFINITY;
+    for (std::int64_t a = 0; a < h; ++a) {
+      const float v = d[a * (h + 1)];
+      const bool ok = std::isfinite(v) && v > 0.0f;
+      hi = ok ? std::fmax(hi, v) : hi;
+      lo = ok ? std::fmin(lo, v) : 0.0f;
+    }
+    out[j] = split_exponent(hi, lo);
+  }
+  return out;
 }
 
 void copy_2d(float* dst, std::int64_t dst_pitch, const float* src, std::int64_t src_pitch,

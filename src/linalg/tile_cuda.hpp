@@ -122,6 +122,11 @@ inline constexpr int kNoSplitExponent = 1000;
 std::vector<int> diagonal_exponents(const float* base, const std::vector<std::int64_t>& offsets,
                                     const std::vector<std::int64_t>& heights, int* dev,
                                     cudaStream_t stream);
+/// The same on the host from host tiles (the out-of-core factorization's matrix), equal entry for
+/// entry to what the kernel computes.
+std::vector<int> diagonal_exponents_host(const float* base,
+                                         const std::vector<std::int64_t>& offsets,
+                                         const std::vector<std::int64_t>& heights);
 
 /// Device-to-device copy of `height` runs of `width` floats, `src_pitch` / `dst_pitch` floats
 /// apart (one plain copy when height is 1). Asynchronous on `stream`.

@@ -15,13 +15,14 @@ namespace halfscope::cuda {
                                       const char* file, int line);
 
 /// Scheduling priority of a stream's kernels when streams compete for the multiprocessors.
-enum class StreamPriority { normal, high };
+enum class StreamPriority { normal, raised, high };
 
 /// RAII CUDA stream (non-blocking).
 class Stream {
  public:
   /// `high`: the device's greatest priority (a critical path, e.g. the Cholesky's panels, whose
-  /// kernels then get multiprocessors before the trailing updates queued beside them).
+  /// kernels then get multiprocessors before the trailing updates queued beside them); `raised`:
+  /// midway between the default and `high` (work that feeds a critical path, ahead of bulk work).
   explicit Stream(StreamPriority priority = StreamPriority::normal);
   ~Stream();
   Stream(const Stream&) = delete;

@@ -6,14 +6,16 @@
 // contiguous range of the host layout), with their split16 parts, fit half the budget; two slab
 // buffers alternate, and so do two sets of step buffers (converted panels, C scratch). Slab s
 // (columns c0 .. c1 - 1, its own Factor) goes through:
-//  1. upload of its tiles (upload stream), as soon as slab s - 2 went back;
+//  1. upload of its tiles (upload stream), as soon as slab s - 2 went back and slab s - 1's left
+//     phase copied what it needs from it;
 //  2. the left phase, on its own stream L, beside slab s - 1's in-core steps: every factored
-//     column k < c0, from tile row c0 down, streamed from the host (copy-in stream) into one of
-//     two staging buffers as soon as it went back (the copy of column k + 1 overlaps the updates
-//     with column k), converted to the formats its consumers need and applied to every column of
-//     the slab: exactly the trailing updates the in-core factorization would make with panel k
-//     (k ascending, the same variants, the same pointer-array groups and split16 diagonal
-//     updates);
+//     column k < c0, from tile row c0 down, into one of two staging buffers (copy-in stream; the
+//     copy of column k + 1 overlaps the updates with column k): streamed from the host once it
+//     went back, or, for the columns of slab s - 1, still on the device, copied from there as
+//     soon as its panel is done (a third to a half of what would cross the link for 5 to 10
+//     slabs); converted to the formats its consumers need and applied to every column of the
+//     slab: exactly the trailing updates the in-core factorization would make with panel k (k
+//     ascending, the same variants, the same pointer-array groups and split16 diagonal updates);
 //  3. the in-core steps k = c0 .. c1 - 1 restricted to the slab (panel stream: spotrf, panel
 //     solve, conversions, look-ahead on column k + 1; update stream, above L's priority: the
 //     slab's other columns); column k is copied back to the host (copy-out stream) as soon as its
@@ -22,7 +24,8 @@
 // idle when the next left phase waited behind it on one update stream (0.58 of the in-core rate
 // for a mixed policy at 94908a7).
 // Data moved: the matrix in and out once, plus sum over slabs of the factored columns' part below
-// the slab (about n^3 / (6 w) elements for slabs w columns wide). Each
+// the slab but the previous slab's (about n^3 / (6 w) - n^2 / 2 elements for slabs w columns
+// wide). Each
 // slab records failures in its own flag word, and slab s - 1 is checked while slab s runs, so a
 // failure stops the work within about one slab and the error names the same kind of tile as in
 // core (the earliest failure of the first slab that fails).
@@ -138,10 +141,18 @@ std::int64_t device_budget(int device, std::int64_t requested) {
 std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<GemmVariant>& v) {
   const std::int64_t nt = l.tile_cols(), nb = l.tile_size(), n = l.rows();
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  // The second factor's step buffers, the staging columns, the slab flags, and the pointer
-  // arrays of every slab (at most one triple per (k, j, i), k + 3 <= j <= i, in all).
+  // The pointer arrays of every slab: one triple per grouped update (k, j, i), k + 3 <= j <= i
+  // (Factor::plan_groups; each in the slab of column j, whatever the slabs), as in core.
+  std::int64_t triples = 0;
+  for (std::int64_t j = 3; j < nt; ++j) {
+    std::int64_t per_step = l.tile_height(j) == nb ? 1 : 0;
+    for (std::int64_t i = j + 1; i < nt; ++i)
+      per_step += Factor::rounds_c(v[static_cast<std::size_t>(i * nt + j)]) ? 0 : 1;
+    triples += (j - 2) * per_step;
+  }
+  // The second factor's step buffers, the staging columns, the slab flags.
   std::int64_t bytes = scratch_bytes(l, v) + step_buffer_bytes(l, v) + 2 * panel_elems * 4 +
-                       nt * 8 + (nt * nt * nt / 6 + nt * nt) * 3 * 8;
+                       nt * 8 + triples * 3 * 8;
   if (wants_fast_fp32(v)) bytes += panel_trsm_split_scratch(n - nb, nb) * 2 + nt * 4;
   return bytes;
 }
@@ -262,7 +273,8 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   };
   auto panel_done = events(nt), col_done = events(nt), update_done = events(nt),
        written = events(nt), stage_read = events(2), slab_free = events(2), staged = events(1),
-       uploaded = events(slabs), left_done = events(slabs), inner_done = events(slabs);
+       uploaded = events(slabs), left_done = events(slabs), inner_done = events(slabs),
+       previous_read = events(slabs);
   // Recorded once on L so that every staging copy can wait on its buffer's last reader.
   for (const auto& e : stage_read) e->record(ls);
   OutOfCore result;
@@ -270,22 +282,23 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   const auto wait = [](cudaStream_t stream, const std::unique_ptr<cuda::Event>& e) {
     HS_CUDA_CHECK(cudaStreamWaitEvent(stream, e->get(), 0));
   };
-  // Slab s's tiles in once slab s - 2 went back, its steps are done, and (`after_left`) slab
-  // s - 1's left phase no longer reads it.
-  const auto upload = [&](std::int64_t s, bool after_left) {
+  // Slab s's tiles in once slab s - 2 went back, its steps are done, and slab s - 1's left phase
+  // copied its columns.
+  const auto upload = [&](std::int64_t s) {
     const std::int64_t c0 = starts[s], elems = slab_elements(l, c0, starts[s + 1]);
-    if (s >= 2) wait(up, slab_free[s % 2]), wait(up, inner_done[s - 2]);
-    if (after_left) wait(up, left_done[s - 1]);
+    if (s >= 2)
+      wait(up, slab_free[s % 2]), wait(up, inner_done[s - 2]), wait(up, previous_read[s - 1]);
     HS_CUDA_CHECK(cudaMemcpyAsync(slab[s % 2], host + l.tile_offset(c0, c0),
                                   static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice, up));
     result.host_to_device += elems * 4;
     uploaded[s]->record(up);
   };
   // The left phase of slab s on L: every factored column k < c0 applied to the slab's columns,
-  // streamed from the host, or (`from_slab0`: slab 0's columns held back for the input checks)
-  // copied from slab 0's buffer.
-  const auto left_phase = [&](std::int64_t s, bool from_slab0) {
+  // those of slab s - 1 copied from its buffer (even when held back for the input checks), the
+  // older ones streamed from the host.
+  const auto left_phase = [&](std::int64_t s) {
     const Factor& f = fs[static_cast<std::size_t>(s)];
+    const Factor& previous = fs[static_cast<std::size_t>(s - 1)];
     const std::int64_t c0 = starts[s], c1 = starts[s + 1];
     wait(ls, uploaded[s]);
     if (s >= 2) wait(ls, inner_done[s - 2]);  // the last user of this parity's step buffers
@@ -293,9 +306,9 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       const std::int64_t from = l.tile_offset(c0, k);
       const std::int64_t elems = l.tile_offset(k, k) + column_elements(l, k) - from;
       wait(in, stage_read[k % 2]);
-      if (from_slab0 && k < starts[1]) {
+      if (k >= starts[s - 1]) {
         wait(in, panel_done[k]);
-        HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], fs[0].base + (from - fs[0].origin),
+        HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], previous.base + (from - previous.origin),
                                       static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToDevice,
                                       in));
       } else {
@@ -313,6 +326,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       f.update_rest(left_blas.get(), ls, k);
       stage_read[k % 2]->record(ls);
     }
+    previous_read[s]->record(in);
     left_done[s]->record(ls);
   };
   // Column k of slab s back to the host once its panel is done.
@@ -363,17 +377,14 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     throw_first_failure(fs[static_cast<std::size_t>(s)], infos, code, policy_name, failed);
   };
 
-  upload(0, false);
+  upload(0);
   wait(p, uploaded[0]);
-  const bool held = static_cast<bool>(check_input);
   for (std::int64_t s = 0; s < slabs; ++s) {
-    const bool hold = s == 0 && held;
+    const bool hold = s == 0 && check_input;
     inner_phase(s, hold);
     if (s + 1 < slabs) {  // beside this slab's steps
-      // Slab 0's columns held back reach slab 1 from the device; slab 0's buffer then waits for
-      // slab 1's left phase before slab 2 comes in.
-      upload(s + 1, held && s + 1 == 2);
-      left_phase(s + 1, hold);
+      upload(s + 1);
+      left_phase(s + 1);
     }
     if (hold) {
       checks.wait();  // the GPU works on slab 0 meanwhile; nothing has reached `a` yet

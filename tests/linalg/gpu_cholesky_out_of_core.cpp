@@ -79,9 +79,11 @@ TEST_P(GpuCholeskyOutOfCoreTest, AgreesWithInCore) {
   struct Case {
     std::int64_t n, nb;
   };
-  // Enough tile columns that two staging columns and two quarter slabs weigh less than the
-  // layout (else the in-core factorization fits the budget and runs instead); a short last tile.
-  for (const Case c : {Case{600, 16}, Case{97, 7}, Case{333, 24}}) {
+  // Enough tile columns (33 or more) that two staging columns, two factors' step buffers (FP64
+  // panels and C scratch under DP) and two sixth-slabs weigh less than the layout and one
+  // factor's step buffers (else the in-core factorization fits the budget and runs instead); a
+  // short last tile.
+  for (const Case c : {Case{600, 16}, Case{97, 3}, Case{333, 10}}) {
     const std::vector<double> a = dense_spd(c.n);
     CholeskyOptions opts;
     opts.policy = parse_policy(GetParam());

@@ -189,8 +189,9 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   report.policy = options.policy.name();
   const std::int64_t nt = a.layout.tile_rows();
   // Before any result is written: a NaN/Inf in A would otherwise flow into L unnoticed on the GPU.
-  [[maybe_unused]] const auto check_input = [&a] {
-    detail::require_finite(a, detail::tile_norms(a), "cholesky_tiles: the matrix");
+  // The tile columns from `first_column` on (those before: checked elsewhere, out of core).
+  [[maybe_unused]] const auto check_input = [&a](std::int64_t first_column) {
+    detail::require_finite(a, detail::tile_norms(a, first_column), "cholesky_tiles: the matrix");
   };
   std::vector<GemmVariant> variants;
   // Out of core with a policy that ignores the norms, the checks (they read the whole host
@@ -230,8 +231,8 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
           // The checks run once: a retry starts from the checked input.
           const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
               a, variants, report.policy, &failed, options.devices.front(), ooc_budget,
-              checks_beside && report.attempts == 1 ? std::function<void()>(check_input)
-                                                    : std::function<void()>());
+              checks_beside && report.attempts == 1 ? std::function<void(std::int64_t)>(check_input)
+                                                    : std::function<void(std::int64_t)>());
           report.workspace_bytes = kept + o.workspace;
           report.out_of_core_slabs = o.slabs;
           report.host_to_device_bytes = o.host_to_device;

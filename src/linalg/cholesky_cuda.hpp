@@ -61,10 +61,14 @@ std::int64_t out_of_core_fixed_bytes(const TileLayout& layout,
 /// through it (cholesky_ooc_cuda.cu): the same arithmetic per tile as cholesky_cuda, the same
 /// failures and messages (the first failure of the first failing slab). Throws InvalidInput when
 /// the budget cannot hold two slabs of one tile column and the scratch, naming both.
-/// `check_input`, when set, runs on a host thread beside the first slab's work; no result reaches
-/// `a` before it returned, and what it throws is rethrown with `a` as it was.
+/// `check_input`, when set, checks the input's tile columns from the one it is given on (throwing
+/// for a non-finite entry); it runs on a host thread beside the first slab's work for the columns
+/// of slab 2 on, the first two slabs being scanned on the device as they arrive (and checked by
+/// check_input(0), which then names the entry, where that scan finds one); no result reaches `a`
+/// before both passed, and what the checks throw is rethrown with `a` as it was.
 OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant>& variants,
                                     const std::string& policy_name, FailedTile* failed, int device,
-                                    std::int64_t budget, const std::function<void()>& check_input);
+                                    std::int64_t budget,
+                                    const std::function<void(std::int64_t)>& check_input);
 
 }  // namespace halfscope::linalg::detail

@@ -10,25 +10,28 @@
 //     phase copied what it needs from it;
 //  2. the left phase, on its own stream L, beside slab s - 1's in-core steps: every factored
 //     column k < c0, from tile row c0 down, into one of two staging buffers (copy-in stream; the
-//     copy of column k + 1 overlaps the updates with column k): streamed from the host once it
-//     went back, or, for the columns of slab s - 1, still on the device, copied from there as
-//     soon as its panel is done (a third to a half of what would cross the link for 5 to 10
-//     slabs); converted to the formats its consumers need and applied to every column of the
-//     slab: exactly the trailing updates the in-core factorization would make with panel k (k
-//     ascending, the same variants, the same pointer-array groups and split16 diagonal updates);
+//     copy of the next column overlaps the updates with this one), converted to the formats its
+//     consumers need and applied to every column of the slab with the in-core factorization's
+//     variants, pointer-array groups and split16 diagonal updates. First the columns of slab
+//     s - 1, still on the device, copied from there as their panels finish (so slab s + 1 can
+//     come into that buffer while the rest runs; a third to a half of what would otherwise cross
+//     the link for 5 to 10 slabs), then the older ones in ascending order, streamed from the
+//     host. Only the order of each tile's sum differs from in core (within the same bounds);
 //  3. the in-core steps k = c0 .. c1 - 1 restricted to the slab (panel stream: spotrf, panel
 //     solve, conversions, look-ahead on column k + 1; update stream, above L's priority: the
 //     slab's other columns); column k is copied back to the host (copy-out stream) as soon as its
 //     panel is done, so the copies overlap the slab's remaining updates.
-// The panel chain of a slab, with only the slab's few columns to overlap, is what left the GPU
-// idle when the next left phase waited behind it on one update stream (0.58 of the in-core rate
-// for a mixed policy at 94908a7).
+// The panel chain of a slab, with only the slab's few columns to overlap, left the GPU idle when
+// the next left phase waited behind it on one update stream, and the left phase had no split16
+// (0.58 of the in-core rate for a mixed policy at 94908a7).
+// Input checks (a policy that does not read the tile norms): slabs 0 and 1 are scanned on the
+// device as they arrive, the host checks the other columns beside them, and no column goes back
+// before both passed (slab 0 stays on the device until then).
 // Data moved: the matrix in and out once, plus sum over slabs of the factored columns' part below
 // the slab but the previous slab's (about n^3 / (6 w) - n^2 / 2 elements for slabs w columns
-// wide). Each
-// slab records failures in its own flag word, and slab s - 1 is checked while slab s runs, so a
-// failure stops the work within about one slab and the error names the same kind of tile as in
-// core (the earliest failure of the first slab that fails).
+// wide). Each slab records failures in its own flag word, and slab s - 1 is checked while slab s
+// runs, so a failure stops the work within about one slab and the error names the same kind of
+// tile as in core (the earliest failure of the first slab that fails).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
@@ -49,6 +52,7 @@
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/cholesky_factor_cuda.hpp"
 #include "linalg/panel_trsm_cuda.hpp"
+#include "linalg/solve_support_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
@@ -159,7 +163,8 @@ std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<Gemm
 
 OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant>& variants,
                                     const std::string& policy_name, FailedTile* failed, int device,
-                                    std::int64_t budget, const std::function<void()>& check_input) {
+                                    std::int64_t budget,
+                                    const std::function<void(std::int64_t)>& check_input) {
   const TileLayout& l = a.layout;
   const std::int64_t nt = l.tile_rows(), nb = l.tile_size(), n = l.rows();
   const bool fast = wants_fast_fp32(variants);
@@ -170,8 +175,8 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   HS_CUDA_CHECK(cudaSetDevice(device));
   const HostPin pin(a.storage.data(), a.storage.nbytes(), a.storage.memory());
   float* host = a.storage.data_as<float>();
-  // The input checks beside the first slab (reads only, like the uploads); joined before any
-  // column is written back, and on every way out.
+  // The input checks beside the first slab (reads only, like the uploads) of the columns the
+  // device does not scan (below); joined before any column is written back, and on every way out.
   struct Checks {
     std::thread thread;
     std::exception_ptr error;
@@ -183,10 +188,12 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       if (thread.joinable()) thread.join();
     }
   } checks;
+  const std::int64_t host_checked =
+      starts[static_cast<std::size_t>(std::min<std::int64_t>(2, slabs))];
   if (check_input)
-    checks.thread = std::thread([&checks, &check_input] {
+    checks.thread = std::thread([&checks, &check_input, host_checked] {
       try {
-        check_input();
+        check_input(host_checked);
       } catch (...) {
         checks.error = std::current_exception();
       }
@@ -227,8 +234,10 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
   float* stage[2] = {static_cast<float*>(ps.take(std::max<std::int64_t>(panel_elems, 1) * 4, p)),
                      static_cast<float*>(ps.take(std::max<std::int64_t>(panel_elems, 1) * 4, p))};
-  auto* flags = static_cast<FailureCode*>(ps.take(slabs * 8, p));
-  HS_CUDA_CHECK(cudaMemsetAsync(flags, 0xff, static_cast<std::size_t>(slabs) * 8, p));
+  // The slabs' failure words, then the first non-finite input entry the device scan saw.
+  auto* flags = static_cast<FailureCode*>(ps.take((slabs + 1) * 8, p));
+  HS_CUDA_CHECK(cudaMemsetAsync(flags, 0xff, static_cast<std::size_t>(slabs + 1) * 8, p));
+  auto* scan = reinterpret_cast<unsigned long long*>(flags + slabs);
 
   // One factor per slab, its step groups planned for every panel it sees (streamed or its own).
   std::vector<Factor> fs;
@@ -274,7 +283,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   auto panel_done = events(nt), col_done = events(nt), update_done = events(nt),
        written = events(nt), stage_read = events(2), slab_free = events(2), staged = events(1),
        uploaded = events(slabs), left_done = events(slabs), inner_done = events(slabs),
-       previous_read = events(slabs);
+       previous_read = events(slabs), scanned = events(1);
   // Recorded once on L so that every staging copy can wait on its buffer's last reader.
   for (const auto& e : stage_read) e->record(ls);
   OutOfCore result;
@@ -291,26 +300,33 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
     HS_CUDA_CHECK(cudaMemcpyAsync(slab[s % 2], host + l.tile_offset(c0, c0),
                                   static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice, up));
     result.host_to_device += elems * 4;
+    if (check_input && s < 2) {  // columns the host checks leave to the device
+      first_non_finite_async(reinterpret_cast<const float*>(slab[s % 2]), elems, scan, up);
+      scanned[0]->record(up);
+    }
     uploaded[s]->record(up);
   };
   // The left phase of slab s on L: every factored column k < c0 applied to the slab's columns,
-  // those of slab s - 1 copied from its buffer (even when held back for the input checks), the
-  // older ones streamed from the host.
+  // first those of slab s - 1, copied from its buffer as their panels finish (even when held back
+  // for the input checks; slab s + 1 may then come into that buffer while the older columns,
+  // streamed from the host, are applied).
   const auto left_phase = [&](std::int64_t s) {
     const Factor& f = fs[static_cast<std::size_t>(s)];
     const Factor& previous = fs[static_cast<std::size_t>(s - 1)];
-    const std::int64_t c0 = starts[s], c1 = starts[s + 1];
+    const std::int64_t c0 = starts[s], c1 = starts[s + 1], p0 = starts[s - 1];
     wait(ls, uploaded[s]);
     if (s >= 2) wait(ls, inner_done[s - 2]);  // the last user of this parity's step buffers
-    for (std::int64_t k = 0; k < c0; ++k) {
+    for (std::int64_t step = 0; step < c0; ++step) {
+      const std::int64_t k = step < c0 - p0 ? p0 + step : step - (c0 - p0);
       const std::int64_t from = l.tile_offset(c0, k);
       const std::int64_t elems = l.tile_offset(k, k) + column_elements(l, k) - from;
       wait(in, stage_read[k % 2]);
-      if (k >= starts[s - 1]) {
+      if (k >= p0) {
         wait(in, panel_done[k]);
         HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], previous.base + (from - previous.origin),
                                       static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToDevice,
                                       in));
+        if (k == c0 - 1) previous_read[s]->record(in);
       } else {
         wait(in, written[k]);
         HS_CUDA_CHECK(cudaMemcpyAsync(stage[k % 2], host + from,
@@ -326,7 +342,6 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       f.update_rest(left_blas.get(), ls, k);
       stage_read[k % 2]->record(ls);
     }
-    previous_read[s]->record(in);
     left_done[s]->record(ls);
   };
   // Column k of slab s back to the host once its panel is done.
@@ -387,7 +402,19 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
       left_phase(s + 1);
     }
     if (hold) {
-      checks.wait();  // the GPU works on slab 0 meanwhile; nothing has reached `a` yet
+      // The GPU works on slab 0 meanwhile; nothing has reached `a` yet. A non-finite entry the
+      // device saw is named by the host's check of every column, which comes first.
+      std::exception_ptr host_error;
+      try {
+        checks.wait();
+      } catch (...) {
+        host_error = std::current_exception();
+      }
+      unsigned long long seen = 0;
+      HS_CUDA_CHECK(cudaEventSynchronize(scanned[0]->get()));
+      HS_CUDA_CHECK(cudaMemcpy(&seen, scan, sizeof seen, cudaMemcpyDeviceToHost));
+      if (seen != ~0ULL) check_input(0);
+      if (host_error) std::rethrow_exception(host_error);
       for (std::int64_t k = 0; k < starts[1]; ++k) write_back(0, k);
       slab_free[0]->record(out);
     }

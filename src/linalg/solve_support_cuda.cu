@@ -117,6 +117,13 @@ std::vector<double> factor_norms_cuda(const TileMatrix& l) {
   return norms;
 }
 
+void first_non_finite_async(const float* x, std::int64_t count, unsigned long long* first,
+                            cudaStream_t stream) {
+  if (count <= 0) return;
+  non_finite_kernel<<<cuda::grid_blocks(count, 256, 4), 256, 0, stream>>>(x, count, first);
+  HS_CHECK_LAUNCH();
+}
+
 std::int64_t first_non_finite_cuda(const float* x, std::int64_t count) {
   if (count <= 0) return -1;
   cuda::Stream stream;
@@ -127,9 +134,7 @@ std::int64_t first_non_finite_cuda(const float* x, std::int64_t count) {
   *mailbox = none;
   HS_CUDA_CHECK(
       cudaMemcpyAsync(first.get(), mailbox, sizeof(none), cudaMemcpyHostToDevice, stream.get()));
-  non_finite_kernel<<<cuda::grid_blocks(count, 256, 4), 256, 0, stream.get()>>>(
-      x, count, first.as<unsigned long long>());
-  HS_CHECK_LAUNCH();
+  first_non_finite_async(x, count, first.as<unsigned long long>(), stream.get());
   HS_CUDA_CHECK(
       cudaMemcpyAsync(mailbox, first.get(), sizeof(none), cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();

@@ -1,9 +1,12 @@
 // Device helpers of the solves and of the refinement (internal header, CUDA builds only): the
 // factor's tile norms the solve policy sees, a finiteness scan, a transpose, and the FP32
-// residual B - X A of the refinement. Each call runs on its own (non-blocking) stream, ordered
-// after the work already queued on the legacy default stream (where Array copies run: a
-// device-to-device or pageable cudaMemcpy can return before its copy ends), and synchronises.
+// residual B - X A of the refinement. Each call but first_non_finite_async runs on its own
+// (non-blocking) stream, ordered after the work already queued on the legacy default stream (where
+// Array copies run: a device-to-device or pageable cudaMemcpy can return before its copy ends),
+// and synchronises.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <vector>
@@ -22,6 +25,9 @@ std::vector<double> factor_norms_cuda(const TileMatrix& l);
 
 /// The index of the first non-finite entry of `count` device floats, or -1.
 std::int64_t first_non_finite_cuda(const float* x, std::int64_t count);
+/// *first = min(*first, the index of any non-finite entry of `count` device floats), on `stream`.
+void first_non_finite_async(const float* x, std::int64_t count, unsigned long long* first,
+                            cudaStream_t stream);
 
 /// out (cols x rows, row-major) = in (rows x cols, row-major) transposed; device pointers.
 void transpose_cuda(const float* in, std::int64_t rows, std::int64_t cols, float* out);

@@ -59,7 +59,7 @@ double frobenius_norm(const float* values, std::int64_t count) {
                    ((part[4] + part[5]) + (part[6] + part[7])));
 }
 
-std::vector<double> tile_norms(const TileMatrix& a) {
+std::vector<double> tile_norms(const TileMatrix& a, std::int64_t first_column) {
   if (a.dtype() != DType::f32)
     throw InvalidInput("tile_norms: expected float32 tiles, found " +
                        std::string(dtype_name(a.dtype())));
@@ -68,7 +68,7 @@ std::vector<double> tile_norms(const TileMatrix& a) {
   std::vector<double> norms(static_cast<std::size_t>(nt * ntc), 0.0);
   if (a.storage.on_device()) {
     std::vector<std::pair<std::int64_t, std::int64_t>> tiles;
-    for (std::int64_t j = 0; j < ntc; ++j)
+    for (std::int64_t j = first_column; j < ntc; ++j)
       for (std::int64_t i = 0; i < nt; ++i)
         if (layout.stored(i, j)) tiles.emplace_back(i, j);
     const std::vector<double> packed = device_norms(a, tiles);
@@ -81,7 +81,8 @@ std::vector<double> tile_norms(const TileMatrix& a) {
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::int64_t t = 0; t < nt * ntc; ++t) {
     const std::int64_t i = t % nt, j = t / nt;
-    if (layout.stored(i, j)) norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
+    if (j >= first_column && layout.stored(i, j))
+      norms[static_cast<std::size_t>(i * ntc + j)] = host_tile_norm(a, i, j);
   }
   return norms;
 }

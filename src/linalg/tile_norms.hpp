@@ -11,9 +11,10 @@
 
 namespace halfscope::linalg::detail {
 
-/// Norms of the stored tiles, indexed i * NT + j (NT = tile rows); zero for tiles not stored.
-/// Host storage is read on the CPU in FP64; device storage by a kernel (FP64 sums) and copied back.
-std::vector<double> tile_norms(const TileMatrix& a);
+/// Norms of the stored tiles, indexed i * NT + j (NT = tile rows); zero for tiles not stored and
+/// for the tile columns before `first_column` (left unread). Host storage is read on the CPU in
+/// FP64; device storage by a kernel (FP64 sums) and copied back.
+std::vector<double> tile_norms(const TileMatrix& a, std::int64_t first_column = 0);
 
 /// Frobenius norm of `count` contiguous FP32 values (one host tile), summed in FP64 in storage
 /// order: the per-tile norm of tile_norms, shared with the MPI Cholesky so its norms match.

@@ -8,10 +8,11 @@
 // hide behind decay); the eigenvalues of G G^T / n lie below (1 + 1/2)^2 = 2.25 (Marchenko-
 // Pastur, plus O(n^-2/3)), so kappa_2(A) < 4. Backward error ||L L^T - A||_F / ||A||_F <=
 // e trace(A) / ||A||_F with e = gamma_{n+1}(2^-24) + the largest variant term in use. Both
-// factorizations apply the same updates to every tile in the same order (k ascending) from
-// identically rounded operands; they differ only in the GEMM kernels cuBLAS picks for other batch
-// sizes (summation order), each within the forward bound 2 kappa e trace / ||A|| of the exact
-// factor, so ||L_ooc - L_in|| / ||L|| <= 4 kappa e trace / ||A||.
+// factorizations apply the same updates to every tile from identically rounded operands (split16
+// diagonal updates and panel solves alike); they differ in the order of each tile's sum (out of
+// core, the previous slab's panels come first) and in the GEMM kernels cuBLAS picks for other
+// batch sizes, each within the forward bound 2 kappa e trace / ||A|| of the exact factor, so
+// ||L_ooc - L_in|| / ||L|| <= 4 kappa e trace / ||A||.
 #include <gtest/gtest.h>
 
 #include <algorithm>

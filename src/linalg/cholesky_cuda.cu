@@ -37,7 +37,19 @@ namespace halfscope::linalg::detail {
 // Host tables of the first consumer of each panel tile per format (0: none), as failure codes:
 // tags[f][k * NT + (i - k - 1)] for tile (i, k). A consumer reads (i, k) as A when it updates
 // (i, j), k < j < i, and as B when it updates (i2, i), i2 > i.
-std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[kFormats]) {
+FormatsInUse formats_in_use(std::int64_t nt, const std::vector<GemmVariant>& variants) {
+  FormatsInUse in_use;
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i) {
+      const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
+      in_use.operand[static_cast<int>(operand_format(v))] = true;
+      if (v == GemmVariant::HP3 || v == GemmVariant::DP)
+        in_use.c[static_cast<int>(c_format(v))] = true;
+    }
+  return in_use;
+}
+
+std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc) {
   const std::int64_t nt = fc.nt;
   std::vector<std::vector<FailureCode>> tags(
       kFormats,
@@ -58,9 +70,6 @@ std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[
           slot(f) = failure_code(k, FailureKind::operand, true, i2, i);
       }
     }
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i)
-      used[static_cast<int>(operand_format(fc.variant(i, j)))] = true;
   return tags;
 }
 
@@ -117,30 +126,23 @@ void take_step_buffers(Factor& fc, cudaStream_t stream, PanelScratch& s) {
   for (int f = 0; f < kFormats; ++f)
     for (int side = 0; side < 2; ++side) fc.panel[f][side] = fc.c_scratch[f][side] = nullptr;
   if (panel_elems == 0) return;
-  bool used[kFormats] = {};
-  for (std::int64_t j = 0; j < fc.nt; ++j)
-    for (std::int64_t i = j + 1; i < fc.nt; ++i)
-      used[static_cast<int>(operand_format(fc.variant(i, j)))] = true;
+  const FormatsInUse in_use = formats_in_use(fc.nt, fc.variants);
   for (int f = 1; f < kFormats; ++f)
-    for (int parity = 0; parity < 2 && used[f]; ++parity)
-      fc.panel[f][parity] =
-          s.take(panel_elems * format_bytes(static_cast<OperandFormat>(f)), stream);
-  for (const GemmVariant v : {GemmVariant::HP3, GemmVariant::DP}) {
-    if (std::find(fc.variants.begin(), fc.variants.end(), v) == fc.variants.end()) continue;
-    const auto cf = static_cast<int>(c_format(v));
-    for (int side = 0; side < 2 && !fc.c_scratch[cf][side]; ++side)
-      fc.c_scratch[cf][side] = s.take(panel_elems * format_bytes(c_format(v)), stream);
-  }
+    for (int side = 0; side < 2; ++side) {
+      const std::int64_t bytes = panel_elems * format_bytes(static_cast<OperandFormat>(f));
+      if (in_use.operand[f]) fc.panel[f][side] = s.take(bytes, stream);
+      if (in_use.c[f]) fc.c_scratch[f][side] = s.take(bytes, stream);
+    }
 }
 
 void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, PanelScratch& s,
                   bool split_parts) {
   const std::int64_t nt = fc.nt, nb = fc.nb, n = fc.a.layout.rows();
-  bool used[kFormats] = {};
-  const auto tags = consumer_tags(fc, used);
+  const FormatsInUse in_use = formats_in_use(nt, fc.variants);
+  const auto tags = consumer_tags(fc);
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
   for (int f = 1; f < kFormats && panel_elems > 0; ++f) {
-    if (!used[f]) continue;
+    if (!in_use.operand[f]) continue;
     const auto bytes = static_cast<std::int64_t>(tags[f].size() * sizeof(FailureCode));
     s.tags[f] = static_cast<FailureCode*>(s.take(bytes, stream));
     HS_CUDA_CHECK(cudaMemcpyAsync(s.tags[f], tags[f].data(), static_cast<std::size_t>(bytes),
@@ -181,36 +183,26 @@ void make_scratch(Factor& fc, cusolverDnHandle_t solver, cudaStream_t stream, Pa
 std::int64_t step_buffer_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
   const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
   const std::int64_t panel_elems = std::max<std::int64_t>(n - nb, 0) * nb;
-  bool used[kFormats] = {}, c_used[kFormats] = {};
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i) {
-      const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
-      used[static_cast<int>(operand_format(v))] = true;
-      if (v == GemmVariant::HP3 || v == GemmVariant::DP)
-        c_used[static_cast<int>(c_format(v))] = true;
-    }
+  const FormatsInUse in_use = formats_in_use(nt, variants);
   std::int64_t bytes = 0;
   for (int f = 1; f < kFormats; ++f) {
     const std::int64_t b = format_bytes(static_cast<OperandFormat>(f));
-    if (used[f]) bytes += 2 * panel_elems * b;
-    if (c_used[f]) bytes += 2 * panel_elems * b;
+    if (in_use.operand[f]) bytes += 2 * panel_elems * b;
+    if (in_use.c[f]) bytes += 2 * panel_elems * b;
   }
   return bytes;
 }
 
 std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants) {
   const std::int64_t nt = layout.tile_rows(), nb = layout.tile_size(), n = layout.rows();
-  bool used[kFormats] = {};
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i)
-      used[static_cast<int>(operand_format(variants[static_cast<std::size_t>(i * nt + j)]))] = true;
+  const FormatsInUse in_use = formats_in_use(nt, variants);
   // panel_trsm's scratch, pivots, flag, consumer tags, one factor's step buffers (the drivers
   // that ask, several devices and out of core, never take the one-device driver's split16 parts
   // of whole panels)
   std::int64_t bytes =
       panel_trsm_scratch(n - nb, nb) * 4 + nt * 4 + 8 + step_buffer_bytes(layout, variants);
   for (int f = 1; f < kFormats; ++f)
-    if (used[f]) bytes += nt * nt * 8;
+    if (in_use.operand[f]) bytes += nt * nt * 8;
   return bytes + bytes / 100 + (4 << 20);
 }
 

@@ -348,8 +348,16 @@ std::int64_t step_buffer_bytes(const TileLayout& layout, const std::vector<GemmV
 std::int64_t scratch_bytes(const TileLayout& layout, const std::vector<GemmVariant>& variants);
 
 /// Host tables of the first consumer of each panel tile per format (0: none), as failure codes:
-/// tags[f][k * NT + (i - k - 1)] for tile (i, k); sets used[f] for every operand format in use.
-std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc, bool used[kFormats]);
+/// tags[f][k * NT + (i - k - 1)] for tile (i, k).
+std::vector<std::vector<FailureCode>> consumer_tags(const Factor& fc);
+
+/// The formats the off-diagonal tiles' variants use (indexed i * NT + j): their operands', and C's
+/// where it is rounded through scratch (HP3, DP).
+struct FormatsInUse {
+  bool operand[kFormats] = {};
+  bool c[kFormats] = {};
+};
+FormatsInUse formats_in_use(std::int64_t nt, const std::vector<GemmVariant>& variants);
 
 /// Throws the NumericalError of an overflow `code` in a GEMM of variant v, after storing its tile
 /// in `*failed`.

@@ -45,6 +45,19 @@ def assert_ranks_equal_plain(d, args, min_lines, splits=((2, []), (4, ["--time-p
     return csv
 
 
+def assert_ranks_write_plain(d, args, stem,
+                             splits=((2, []), (4, []), (4, ["--time-parts", "2"]))):
+    """`args` run plainly and under each (ranks, extra arguments): the correlation .npy byte for
+    byte the plain CLI's."""
+    plain = run([*args, "-o", d / f"{stem}_plain.npy"])
+    assert plain.returncode == 0, plain.stderr
+    for ranks, split in splits:
+        out = d / f"{stem}_mpi{ranks}{len(split)}.npy"
+        r = run([*args, *split, "-o", out], ranks=ranks)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == (d / f"{stem}_plain.npy").read_bytes()
+
+
 def assert_reported_once(args, rank, message, never):
     """`args` under 4 ranks end with status 2, `message` printed once as rank `rank`'s, nothing
     written at `never`; the plain CLI fails with status 2 and the same message."""
@@ -277,13 +290,7 @@ def test_ranks_reading_the_network_by_rows_equal_the_plain_cli(bank):
     np.save(d / "net_weights.npy", rng.uniform(0.5, 1.0, (T, C)).astype(np.float32))
     args = ["mfilter", d / "bank.npy", d / "data.npy", "--device", "cpu", "--precision", "single",
             "--moveouts", d / "net_moveouts.npy", "--weights", d / "net_weights.npy"]
-    plain = run([*args, "-o", d / "net_plain.npy"])
-    assert plain.returncode == 0, plain.stderr
-    for ranks, split in ((2, []), (4, []), (4, ["--time-parts", "2"])):
-        out = d / f"net_mpi{ranks}{len(split)}.npy"
-        r = run([*args, *split, "-o", out], ranks=ranks)
-        assert r.returncode == 0, r.stderr
-        assert out.read_bytes() == (d / "net_plain.npy").read_bytes()
+    assert_ranks_write_plain(d, args, "net")
     # A non-finite weight is named once, by the rank whose template group reads it.
     weights = np.load(d / "net_weights.npy")
     weights[37, 1] = np.nan
@@ -308,14 +315,7 @@ def test_ranks_cutting_templates_by_groups_equal_the_plain_cli(bank):
     cut = ["--template-times", d / "picks.csv", "--template-length", 24, "--device", "cpu",
            "--precision", "single"]
     for extra in ([], ["--template-data", d / "data.npy"]):
-        args = ["mfilter", *cut, *extra, d / "data.npy"]
-        plain = run([*args, "-o", d / "cut_plain.npy"])
-        assert plain.returncode == 0, plain.stderr
-        for ranks, split in ((2, []), (4, []), (4, ["--time-parts", "2"])):
-            out = d / f"cut_mpi{ranks}{len(split)}.npy"
-            r = run([*args, *split, "-o", out], ranks=ranks)
-            assert r.returncode == 0, r.stderr
-            assert out.read_bytes() == (d / "cut_plain.npy").read_bytes()
+        assert_ranks_write_plain(d, ["mfilter", *cut, *extra, d / "data.npy"], "cut")
     bad = ["mfilter", *cut, "--template-data", d / "other.npy", d / "data.npy", "-o",
            d / "never.npy"]
     # Template 37 lies in the third group of 16 ([32, 40)): rank 2 cuts it.

@@ -166,7 +166,7 @@ struct MfJob {
   MfOptions options;
   DetectOptions detect;
   io::SeismicData data;  // data.data stays empty when `samples` reads them by windows
-  /// Under mpirun (io::open_seismic_windows: a .npy, SAC files of one channel each, MiniSEED):
+  /// Under mpirun (io::open_seismic_windows: a .npy, or SAC and MiniSEED files):
   /// the data, which each rank reads by windows.
   std::unique_ptr<io::SampleSource> samples;
   io::SeismicTemplates t;  // t.templates stays empty when `bank` reads them by groups

@@ -79,24 +79,29 @@ def make_inputs(work, templates, channels, samples, length, network=False, seed=
     (work / "picks.csv").write_text("\n".join(picks) + "\n")
 
 
-def write_waveform_channels(work, channels, fmt):
-    """The data as waveform files of one channel each (ObsPy), 100 Hz: SAC (float32, the same
-    samples) or MiniSEED (the samples times 1000 rounded to int32, Steim-2 in 4096-byte records,
-    as a seismometer's counts are stored). The DATA argument is their comma-separated list."""
+def write_waveform_channels(work, channels, fmt, files_per_channel=1):
+    """The data as waveform files (ObsPy), 100 Hz: SAC (float32, the same samples) or MiniSEED
+    (the samples times 1000 rounded to int32, Steim-2 in 4096-byte records, as a seismometer's
+    counts are stored), each channel in `files_per_channel` consecutive files (as an archive of
+    hourly files holds a day). The DATA argument is their comma-separated list."""
     import obspy  # only for --data-format sac / mseed
     data = np.load(work / "data.npy", mmap_mode="r")
+    t0 = obspy.UTCDateTime("2024-03-01T00:00:00")
     names = []
     for c in range(channels):
         x = np.ascontiguousarray(data[c])
-        tr = obspy.Trace(data=x if fmt == "sac" else np.rint(x * 1000).astype(np.int32))
-        tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"S{c:03d}", "HHZ"
-        tr.stats.sampling_rate = 100.0
-        tr.stats.starttime = obspy.UTCDateTime("2024-03-01T00:00:00")
-        names.append(str(work / f"c{c:03d}.{fmt}"))
-        if fmt == "sac":
-            tr.write(names[-1], format="SAC")
-        else:
-            tr.write(names[-1], format="MSEED", encoding="STEIM2", reclen=4096)
+        cuts = np.linspace(0, x.size, files_per_channel + 1).astype(np.int64)
+        for f, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            tr = obspy.Trace(data=x[a:b] if fmt == "sac"
+                             else np.rint(x[a:b] * 1000).astype(np.int32))
+            tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"S{c:03d}", "HHZ"
+            tr.stats.sampling_rate = 100.0
+            tr.stats.starttime = t0 + int(a) / 100.0
+            names.append(str(work / f"c{c:03d}-{f:02d}.{fmt}"))
+            if fmt == "sac":
+                tr.write(names[-1], format="SAC")
+            else:
+                tr.write(names[-1], format="MSEED", encoding="STEIM2", reclen=4096)
     return ",".join(names)
 
 
@@ -148,6 +153,9 @@ def main(argv=None):
     ap.add_argument("--data-format", default="npy", choices=["npy", "sac", "mseed"],
                     help="DATA as one .npy, or as SAC or MiniSEED files of one channel each "
                     "(needs ObsPy)")
+    ap.add_argument("--files-per-channel", type=int, default=1,
+                    help="with --data-format sac / mseed: each channel in this many consecutive "
+                    "files")
     ap.add_argument("--cut", action="store_true",
                     help="templates cut from DATA at the planted events (--template-times) "
                     "instead of TEMPLATES")
@@ -164,7 +172,8 @@ def main(argv=None):
                         if args.network)
     data_arg = str(work / "data.npy")
     if args.data_format != "npy":
-        data_arg = write_waveform_channels(work, args.channels, args.data_format)
+        data_arg = write_waveform_channels(work, args.channels, args.data_format,
+                                           args.files_per_channel)
     data_bytes = sum(pathlib.Path(p).stat().st_size for p in data_arg.split(","))
     templates_bytes = None if args.cut else (work / "templates.npy").stat().st_size
     method = ["--method", "tensor", "--precision", "mixed"] if args.device == "cuda" else [
@@ -176,9 +185,10 @@ def main(argv=None):
               "--threshold-type", "abs", "--min-separation", "1000"]
     params = {"templates": args.templates, "channels": args.channels, "samples": args.samples,
               "template_length": args.length,
-              "data": {"npy": "float32 .npy", "sac": "float32 SAC, one file per channel",
-                       "mseed": "int32 Steim-2 MiniSEED (4096-byte records), one file per "
-                                "channel"}[args.data_format], "data_bytes": data_bytes,
+              "data": {"npy": "float32 .npy", "sac": "float32 SAC",
+                       "mseed": "int32 Steim-2 MiniSEED (4096-byte records)"}[args.data_format],
+              "files_per_channel": args.files_per_channel if args.data_format != "npy" else None,
+              "data_bytes": data_bytes,
               "templates_file": "cut from DATA by a pick table at the planted events"
               if args.cut else "float32 .npy", "templates_bytes": templates_bytes,
               "network": "int64 moveouts and float64 weights, .npy (T, C)" if args.network

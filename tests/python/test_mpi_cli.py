@@ -324,9 +324,11 @@ def test_ranks_cutting_templates_by_groups_equal_the_plain_cli(bank):
 
 
 def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
-    """SAC files of one channel each (written by ObsPy, starting at different times, one of them
-    big-endian), listed out of order: each rank reads only its window of every file; the
-    correlation and the detections CSV (with its times) equal the plain CLI's bytes."""
+    """SAC files (written by ObsPy, starting at different times, some big-endian), channel 0 in
+    three files (the second overlapping the first by 40 samples, a gap of 25 before the third),
+    channel 2 in a float32 MiniSEED file, listed out of order: each rank reads only its window of
+    every file (-v says so); the correlation and the detections CSV (with its times) equal the
+    plain CLI's bytes."""
     obspy = pytest.importorskip("obspy")
     rng = np.random.default_rng(14)
     T, C, K = 6, 3, 32
@@ -338,22 +340,34 @@ def test_ranks_reading_sac_channels_by_windows_equal_the_plain_cli(tmp_path):
         for c in range(C):
             s = at - int(round(starts[c] * 100))
             data[c][s:s + K] += 4 * templates[t, c]
-    names = []
-    for c in range(C):
-        tr = obspy.Trace(data=data[c])
+
+    def trace(c, first, end, shift=0):
+        tr = obspy.Trace(data=data[c][first:end])
         tr.stats.network, tr.stats.station, tr.stats.channel = "XX", f"ST{c}", "HHZ"
         tr.stats.sampling_rate = 100.0
-        tr.stats.starttime = obspy.UTCDateTime("2024-03-01T00:00:00") + starts[c]
-        name = tmp_path / f"c{c}.sac"
-        tr.write(str(name), format="SAC", byteorder=">" if c == 1 else "<")
-        names.append(str(name))
+        tr.stats.starttime = (obspy.UTCDateTime("2024-03-01T00:00:00") + starts[c] +
+                              (first + shift) / 100.0)
+        return tr
+
+    pieces = {"c0a.sac": (trace(0, 0, 14000), "<"),
+              "c0b.sac": (trace(0, 13960, 28000), ">"),  # its first 40 samples overlap c0a's
+              "c0c.sac": (trace(0, 28000, 40000, 25), "<"),  # 25 samples after c0b's end
+              "c1.sac": (trace(1, 0, 38000), ">")}
+    for name, (tr, order) in pieces.items():
+        tr.write(str(tmp_path / name), format="SAC", byteorder=order)
+    trace(2, 0, 41000).write(str(tmp_path / "c2.mseed"), format="MSEED", reclen=512)
     np.save(tmp_path / "templates.npy", templates)
-    spec = ",".join([names[2], names[0], names[1]])
+    spec = ",".join(str(tmp_path / n) for n in ["c2.mseed", "c0c.sac", "c0a.sac", "c1.sac",
+                                                 "c0b.sac"])
     args = ["mfilter", tmp_path / "templates.npy", spec, "--device", "cpu", "--precision",
             "single", "--normalize", "full", "--detect", "--threshold", "2.5",
             "--min-separation", "100"]
     csv = assert_ranks_equal_plain(tmp_path, args, 6)
     assert b"2024-03-01T00:00:" in csv, csv
+    verbose = subprocess.run([*shlex.split(MPIEXEC), "-n", "2", CLI, "-v",
+                              *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert verbose.returncode == 0, verbose.stderr
+    assert f"each rank reads its windows of {spec}" in verbose.stderr, verbose.stderr
 
 
 @pytest.mark.filterwarnings("ignore:File will be written with more than one different encodings")

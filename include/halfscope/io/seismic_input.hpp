@@ -68,14 +68,14 @@ struct WindowedData {
   SeismicData info;
 };
 
-/// Opens DATA for reading by windows: a .npy file, a list of SAC files holding one channel each,
-/// or a list of MiniSEED files, whose samples are then read as needed and laid out exactly as
-/// read_seismic_data lays them out (records joined, gaps zero-filled and overlaps dropped as
-/// merge_traces does, channels by id, aligned on the earliest start, pads zero). Only headers are
-/// read here, but for MiniSEED, whose records are each parsed and decoded once to check them (the
-/// file read in pieces), and then again when a window needs them. `samples` is null for a channel
-/// spread over several SAC files, a SAC file without samples, a list mixing SAC and MiniSEED, or
-/// an empty name in the list (read_seismic_data then joins or refuses them). IoError /
+/// Opens DATA for reading by windows: a .npy file, or a list of SAC and MiniSEED files in any mix
+/// (a channel may lie in several files of either kind), whose samples are then read as needed
+/// and laid out exactly as read_seismic_data lays them out (records and files joined, gaps
+/// zero-filled and overlaps dropped as merge_traces does, files without samples dropped, channels
+/// by id, aligned on the earliest start, pads zero). Only headers are read here, but for
+/// MiniSEED, whose records are each parsed and decoded once to check them (the file read in
+/// pieces), and then again when a window needs them. `samples` is null for a list holding an
+/// empty name or a file of another type (read_seismic_data then refuses it). IoError /
 /// InvalidInput as read_seismic_data words them for an unknown file type, a bad .npy, SAC or
 /// MiniSEED file, or rates that differ.
 WindowedData open_seismic_windows(const std::string& spec);

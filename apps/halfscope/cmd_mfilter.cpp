@@ -232,6 +232,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   io::SeismicTemplates t;
   std::unique_ptr<io::TemplateSource> bank;
   std::unique_ptr<io::SampleSource> template_samples;
+  NetworkTables tables;
   const auto cut = [&](const io::SeismicData& from, const io::SampleSource* windowed) {
     if (!windowed) {
       t = io::cut_templates(from, c.template_times, c.template_length);
@@ -239,8 +240,9 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
     }
     io::CutTemplateSource by_groups =
         io::cut_template_source(from, *windowed, c.template_times, c.template_length);
-    t = std::move(by_groups.network);
+    t.labels = std::move(by_groups.labels);
     bank = std::move(by_groups.templates);
+    tables = {std::move(by_groups.moveouts), std::move(by_groups.weights)};
     detail(g, "mfilter: each rank cuts its template group from " + from.source);
   };
   if (c.template_times.empty() && g.ranks > 1 &&
@@ -273,9 +275,8 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
     throw InvalidInput(tname + ": templates of " + std::to_string(K) + " samples: expected at " +
                        "most the " + std::to_string(L) + " samples of " + data_spec);
   // --moveouts / --weights replace what cutting the templates gave; under mpirun each rank
-  // reads only its template group's rows of such a file.
+  // reads (or computes from the picks) only its template group's rows.
   MfNetwork net{t.moveouts, t.weights};
-  NetworkTables tables;
   const auto replace = [&](const std::string& path, const char* what, bool integer, Array& array,
                            std::shared_ptr<const io::TableSource>& table) {
     if (path.empty()) return;
@@ -287,7 +288,7 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   };
   replace(c.moveouts, "moveouts", true, net.moveouts, tables.moveouts);
   replace(c.weights, "weights", false, net.weights, tables.weights);
-  if (tables.moveouts || tables.weights)
+  if (g.ranks > 1 && !(c.moveouts.empty() && c.weights.empty()))
     detail(g, "mfilter: each rank reads its template group's rows of the network");
 
   const MfMethod method = mf_resolve_method(o, K);

@@ -48,7 +48,8 @@ WRAPPER = ("import os, resource, subprocess, sys; "
            "sys.exit(status)")
 
 
-def make_inputs(work, templates, channels, samples, length, network=False, seed=5):
+def make_inputs(work, templates, channels, samples, length, network=False, random_picks=False,
+                seed=5):
     rng = np.random.default_rng(seed)
     t = rng.standard_normal((templates, channels, length)).astype(np.float32)
     # With a network: moveouts (int64) in [0, length) and weights (float64) in [0.5, 1), as
@@ -63,9 +64,14 @@ def make_inputs(work, templates, channels, samples, length, network=False, seed=
     for c in range(channels):
         data[c] = rng.standard_normal(samples, dtype=np.float32)
     # One event per template spread over the day, or, for a bank too large for that (events at
-    # least 2 template lengths apart), as many events of templates spread over the bank.
-    events = min(templates, samples // (2 * length))
+    # least 2 template lengths apart), as many events of templates spread over the bank. With
+    # random_picks: every template's channels picked at random starts in the noise, nothing
+    # planted (a catalogue's pick table of T x C lines against a short day).
+    events = 0 if random_picks else min(templates, samples // (2 * length))
     picks = ["template,channel,start"]
+    if random_picks:
+        starts = rng.integers(0, samples - length + 1, (templates, channels))
+        picks += [f"ev{e},{c},{starts[e, c]}" for e in range(templates) for c in range(channels)]
     for e in range(events):
         at, k = (e + 1) * samples // (events + 1), e * templates // events
         for c in range(channels):
@@ -159,13 +165,17 @@ def main(argv=None):
     ap.add_argument("--cut", action="store_true",
                     help="templates cut from DATA at the planted events (--template-times) "
                     "instead of TEMPLATES")
+    ap.add_argument("--random-picks", action="store_true",
+                    help="with --cut: every template picked on every channel at random starts "
+                    "(T x C lines), nothing planted")
     ap.add_argument("--network", action="store_true",
                     help="also --moveouts and --weights .npy files of (T, C)")
     args = ap.parse_args(argv)
 
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="hs-mf-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
-    make_inputs(work, args.templates, args.channels, args.samples, args.length, args.network)
+    make_inputs(work, args.templates, args.channels, args.samples, args.length, args.network,
+                args.random_picks)
     network = ["--moveouts", str(work / "moveouts.npy"), "--weights",
                str(work / "weights.npy")] if args.network else []
     network_bytes = sum((work / f).stat().st_size for f in ("moveouts.npy", "weights.npy")
@@ -189,8 +199,11 @@ def main(argv=None):
                        "mseed": "int32 Steim-2 MiniSEED (4096-byte records)"}[args.data_format],
               "files_per_channel": args.files_per_channel if args.data_format != "npy" else None,
               "data_bytes": data_bytes,
-              "templates_file": "cut from DATA by a pick table at the planted events"
+              "templates_file": ("cut from DATA by a pick table at random starts"
+                                 if args.random_picks else
+                                 "cut from DATA by a pick table at the planted events")
               if args.cut else "float32 .npy", "templates_bytes": templates_bytes,
+              "pick_table_bytes": (work / "picks.csv").stat().st_size if args.cut else None,
               "network": "int64 moveouts and float64 weights, .npy (T, C)" if args.network
               else "none", "network_bytes": network_bytes,
               "device": args.device, "method": " ".join(method), "detect": f"abs {args.threshold}",

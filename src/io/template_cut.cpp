@@ -1,16 +1,18 @@
 // Templates cut from continuous data with a pick table (halfscope/io/seismic_input.hpp): the table
-// is parsed and checked against the data once, then each template is cut from the whole data
-// (cut_templates) or from one window of every channel read from a SampleSource
-// (cut_template_source, what MPI ranks use: each cuts only its template group).
+// is read line by line, parsed and checked against the data once, then each template is cut from
+// the whole data (cut_templates) or from one window of every channel read from a SampleSource
+// (cut_template_source, what MPI ranks use: each cuts only its template group and computes only
+// its group's rows of the moveouts and weights).
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <sstream>
+#include <string>
+#include <unordered_map>
 
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/seismic_input.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/io/waveform.hpp"
 #include "io/npy_detail.hpp"
@@ -36,6 +38,46 @@ struct Picks {
   std::string table;
   std::vector<std::string> labels;
   std::vector<std::vector<Pick>> of;  // per label
+  std::int64_t templates = 0;         // of.size(), also once the labels have been moved out
+};
+
+// A text file's lines (as std::getline gives them), read in pieces: a table of millions of picks
+// is never held whole.
+class LineReader {
+ public:
+  explicit LineReader(const fs::path& path) : name_(path.string()), file_(open_input_file(path)) {}
+
+  bool next(std::string& line) {
+    for (;;) {
+      const std::size_t eol = buffer_.find('\n', pos_);
+      if (eol != std::string::npos) {
+        line.assign(buffer_, pos_, eol - pos_);
+        pos_ = eol + 1;
+        return true;
+      }
+      if (offset_ == file_.size) {
+        if (pos_ == buffer_.size()) return false;
+        line.assign(buffer_, pos_);  // the last line, without its end
+        pos_ = buffer_.size();
+        return true;
+      }
+      buffer_.erase(0, pos_);
+      pos_ = 0;
+      const std::int64_t count = std::min(kPiece, file_.size - offset_);
+      const std::size_t held = buffer_.size();
+      buffer_.resize(held + static_cast<std::size_t>(count));
+      file_.read_exact(reinterpret_cast<std::byte*>(buffer_.data() + held), count, offset_, name_);
+      offset_ += count;
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kPiece = std::int64_t{1} << 20;
+  std::string name_;
+  InputFile file_;
+  std::string buffer_;
+  std::size_t pos_ = 0;
+  std::int64_t offset_ = 0;
 };
 
 // The data's channel `c` by its id, for messages.
@@ -53,13 +95,12 @@ Picks parse_picks(const SeismicData& info, std::int64_t samples, const fs::path&
   if (length > samples)
     throw InvalidInput("--template-length " + str(length) + ": longer than the " + str(samples) +
                        " samples of " + info.source);
-  const std::vector<std::byte> bytes = read_file_bytes(path);
-  std::istringstream in(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  std::map<std::string, std::size_t> index;
+  LineReader in(path);
+  std::unordered_map<std::string, std::size_t> index;
   std::string line;
   std::int64_t line_no = 0;
   bool header_allowed = true;
-  while (std::getline(in, line)) {
+  while (in.next(line)) {
     ++line_no;
     const std::string text = detail::trim(line);
     if (text.empty() || text.front() == '#') continue;
@@ -125,28 +166,56 @@ Picks parse_picks(const SeismicData& info, std::int64_t samples, const fs::path&
   }
   if (p.labels.empty())
     throw InvalidInput(p.table + ": no picks: expected rows 'template, channel, start'");
+  p.templates = static_cast<std::int64_t>(p.labels.size());
   return p;
 }
 
-// The labels, moveouts (each pick's offset from its template's earliest) and weights (1 where a
-// template has a pick) of the table.
-SeismicTemplates network_of(const Picks& p, std::int64_t channels) {
-  const auto n = static_cast<std::int64_t>(p.labels.size());
-  SeismicTemplates t;
-  t.labels = p.labels;
-  t.moveouts = Array::zeros(DType::i64, {n, channels});
-  t.weights = Array::zeros(DType::f64, {n, channels});
-  for (std::int64_t i = 0; i < n; ++i) {
+// Rows [begin, end) of the table's moveouts (each pick's offset from its template's earliest) or
+// weights (1 where a template has a pick).
+Array network_rows(const Picks& p, std::int64_t channels, bool weights, std::int64_t begin,
+                   std::int64_t end) {
+  Array out = Array::zeros(weights ? DType::f64 : DType::i64, {end - begin, channels});
+  for (std::int64_t i = begin; i < end; ++i) {
     const auto& list = p.of[static_cast<std::size_t>(i)];
     std::int64_t earliest = list.front().start;
     for (const Pick& q : list) earliest = std::min(earliest, q.start);
+    const std::int64_t row = (i - begin) * channels;
     for (const Pick& q : list) {
-      t.moveouts.data_as<std::int64_t>()[i * channels + q.channel] = q.start - earliest;
-      t.weights.data_as<double>()[i * channels + q.channel] = 1.0;
+      if (weights)
+        out.data_as<double>()[row + q.channel] = 1.0;
+      else
+        out.data_as<std::int64_t>()[row + q.channel] = q.start - earliest;
     }
   }
-  return t;
+  return out;
 }
+
+// The moveouts or weights of the table as a TableSource: each read computes its rows, so a rank
+// holds its template group's rows only.
+class PickTable final : public TableSource {
+ public:
+  PickTable(std::shared_ptr<const Picks> picks, std::int64_t channels, bool weights)
+      : picks_(std::move(picks)), channels_(channels), weights_(weights) {}
+  [[nodiscard]] Shape shape() const override { return {picks_->templates, channels_}; }
+  [[nodiscard]] DType dtype() const override { return weights_ ? DType::f64 : DType::i64; }
+  [[nodiscard]] std::string describe() const override {
+    return std::string(dtype_name(dtype())) + shape_to_string(shape()) + " " +
+           std::string(memory_name(Memory::host));
+  }
+  [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
+    const std::int64_t n = shape()[0];
+    if (begin < 0 || begin > end || end > n)
+      throw InvalidInput(std::string(weights_ ? "weights" : "moveouts") + " of " + picks_->table +
+                         ": rows [" + str(begin) + ", " + str(end) +
+                         "): expected a range inside [0, " + str(n) + ")");
+    return network_rows(*picks_, channels_, weights_, begin, end);
+  }
+
+ private:
+  std::shared_ptr<const Picks> picks_;
+  std::int64_t channels_;
+  bool weights_;
+};
 
 // Template i cut into `dst` (C x length float64, zero where it has no pick) from `window`: every
 // channel's samples from sample `first` of the data on. InvalidInput for a flat cut.
@@ -171,20 +240,19 @@ void cut_one(const Picks& p, const SeismicData& info, std::size_t i, const Array
 // to its latest pick's end.
 class CutTemplates final : public TemplateSource {
  public:
-  CutTemplates(const SeismicData& info, const SampleSource& samples, Picks picks,
-               std::int64_t length)
+  CutTemplates(const SeismicData& info, const SampleSource& samples,
+               std::shared_ptr<const Picks> picks, std::int64_t length)
       : info_(info), samples_(samples), picks_(std::move(picks)), length_(length) {
     info_.data = {};
     info_.gaps.clear();
   }
   [[nodiscard]] Shape shape() const override {
-    return {static_cast<std::int64_t>(picks_.labels.size()),
-            static_cast<std::int64_t>(info_.channel_ids.size()), length_};
+    return {picks_->templates, static_cast<std::int64_t>(info_.channel_ids.size()), length_};
   }
   [[nodiscard]] DType dtype() const override { return DType::f64; }
-  [[nodiscard]] std::string name() const override { return picks_.table; }
+  [[nodiscard]] std::string name() const override { return picks_->table; }
   [[nodiscard]] std::string describe() const override {
-    return "templates cut from " + info_.source + " by " + picks_.table + " (float64" +
+    return "templates cut from " + info_.source + " by " + picks_->table + " (float64" +
            shape_to_string(shape()) + ")";
   }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
@@ -192,11 +260,11 @@ class CutTemplates final : public TemplateSource {
     const Shape s = shape();
     Array out = Array::zeros(DType::f64, {end - begin, s[1], s[2]});
     for (std::int64_t t = begin; t < end; ++t) {
-      const auto& list = picks_.of[static_cast<std::size_t>(t)];
+      const auto& list = picks_->of[static_cast<std::size_t>(t)];
       const auto [lo, hi] = std::minmax_element(
           list.begin(), list.end(), [](const Pick& a, const Pick& b) { return a.start < b.start; });
       const Array window = samples_.read(lo->start, hi->start + length_);
-      cut_one(picks_, info_, static_cast<std::size_t>(t), window, lo->start, length_,
+      cut_one(*picks_, info_, static_cast<std::size_t>(t), window, lo->start, length_,
               out.data_as<double>() + (t - begin) * s[1] * s[2]);
     }
     return out;
@@ -205,7 +273,7 @@ class CutTemplates final : public TemplateSource {
  private:
   SeismicData info_;
   const SampleSource& samples_;
-  Picks picks_;
+  std::shared_ptr<const Picks> picks_;
   std::int64_t length_;
 };
 
@@ -215,7 +283,11 @@ SeismicTemplates cut_templates(const SeismicData& source, const fs::path& picks,
                                std::int64_t length) {
   const std::int64_t channels = source.data.dim(0);
   const Picks p = parse_picks(source, source.data.dim(1), picks, length);
-  SeismicTemplates t = network_of(p, channels);
+  const auto n = static_cast<std::int64_t>(p.labels.size());
+  SeismicTemplates t;
+  t.labels = p.labels;
+  t.moveouts = network_rows(p, channels, false, 0, n);
+  t.weights = network_rows(p, channels, true, 0, n);
   t.templates = Array::zeros(DType::f64, {std::ssize(p.labels), channels, length});
   for (std::size_t i = 0; i < p.labels.size(); ++i)
     cut_one(p, source, i, source.data, 0, length,
@@ -229,10 +301,14 @@ CutTemplateSource cut_template_source(const SeismicData& info, const SampleSourc
   if (shape[0] != std::ssize(info.channel_ids))
     throw Error("cut_template_source: " + str(shape[0]) + " channels of samples, " +
                 str(std::ssize(info.channel_ids)) + " channel ids in " + info.source);
-  Picks p = parse_picks(info, shape[1], picks, length);
+  Picks parsed = parse_picks(info, shape[1], picks, length);
   CutTemplateSource cut;
-  cut.network = network_of(p, shape[0]);
-  cut.templates = std::make_unique<CutTemplates>(info, samples, std::move(p), length);
+  cut.labels = std::move(parsed.labels);  // the sources need only their count
+  parsed.templates = static_cast<std::int64_t>(cut.labels.size());
+  auto p = std::make_shared<const Picks>(std::move(parsed));
+  cut.moveouts = std::make_shared<PickTable>(p, shape[0], false);
+  cut.weights = std::make_shared<PickTable>(p, shape[0], true);
+  cut.templates = std::make_unique<CutTemplates>(info, samples, p, length);
   return cut;
 }
 

@@ -221,6 +221,57 @@ TEST(SeismicInput, BadPickTablesNameTheLineAndField) {
   EXPECT_EQ(bad("a,0,25\n", 5), "(no InvalidInput)");                 // the last full window
 }
 
+// A table of 3.5 MB (the reader takes it in pieces of 1 MiB): 240,000 picks of 80,000 templates,
+// CRLF line ends, comment lines of odd lengths so lines straddle every piece border, and a last
+// line without its end; every label, moveout and weight as the table was written, and an error
+// on the last line names its number.
+TEST(SeismicInput, LongPickTableReadInPieces) {
+  SeismicData d;
+  d.data = ramp(3 * 400, 1).reshape({3, 400});
+  d.channel_ids = {"0", "1", "2"};
+  d.source = "mem";
+  constexpr std::int64_t kTemplates = 80'000;
+  std::string text = "template,channel,start\r\n";
+  std::int64_t lines = 1;
+  for (std::int64_t t = 0; t < kTemplates; ++t) {
+    for (std::int64_t c = 0; c < 3; ++c) {
+      text += "ev" + std::to_string(t) + "," + std::to_string((c + t) % 3) + "," +
+              std::to_string((t * 7 + c * 13) % 390) + "\r\n";
+      ++lines;
+    }
+    if (t % 97 == 0) {
+      text += "#" + std::string(static_cast<std::size_t>(t % 89), '-') + "\r\n";
+      ++lines;
+    }
+  }
+  text.resize(text.size() - 2);  // the last pick without its line end
+  ASSERT_GT(text.size(), std::size_t{3} << 20);
+  TempDir dir;
+  write_text(dir / "p.csv", text);
+  const SeismicTemplates got = cut_templates(d, dir / "p.csv", 10);
+  ASSERT_EQ(got.labels.size(), static_cast<std::size_t>(kTemplates));
+  ASSERT_EQ(got.moveouts.shape(), (Shape{kTemplates, 3}));
+  const auto* mo = got.moveouts.data_as<std::int64_t>();
+  const double* w = got.weights.data_as<double>();
+  for (std::int64_t t = 0; t < kTemplates; ++t) {
+    ASSERT_EQ(got.labels[static_cast<std::size_t>(t)], "ev" + std::to_string(t));
+    std::int64_t start[3], earliest = 400;
+    for (std::int64_t c = 0; c < 3; ++c) {
+      start[(c + t) % 3] = (t * 7 + c * 13) % 390;
+      earliest = std::min(earliest, start[(c + t) % 3]);
+    }
+    for (std::int64_t ch = 0; ch < 3; ++ch) {
+      ASSERT_EQ(mo[t * 3 + ch], start[ch] - earliest) << t << ", " << ch;
+      ASSERT_EQ(w[t * 3 + ch], 1.0);
+    }
+  }
+  // The last line (no end) naming a channel that does not exist.
+  text.replace(text.rfind(',') - 1, 1, "9");
+  write_text(dir / "p.csv", text);
+  const std::string msg = message_of([&] { (void)cut_templates(d, dir / "p.csv", 10); });
+  EXPECT_NE(msg.find("line " + std::to_string(lines) + ": channel '9'"), std::string::npos) << msg;
+}
+
 // A NaN or inf sample is refused with the file's name, the channel and the sample, for .npy
 // and MiniSEED data alike.
 TEST(SeismicInput, NonFiniteDataNamesFileChannelAndSample) {

@@ -219,10 +219,21 @@ TEST(SeismicWindows, TemplatesCutFromWindowsEqualCutTemplates) {
              "b,2,7000\nb,0,900\na,1,260\nc,XX.STA1.00.HHZ,3000\n");
   const SeismicTemplates expected = cut_templates(whole, dir / "picks.csv", 40);
   const CutTemplateSource cut = cut_template_source(w.info, *w.samples, dir / "picks.csv", 40);
-  EXPECT_EQ(cut.network.labels, expected.labels);
-  EXPECT_TRUE(same_bytes(expected.moveouts, cut.network.moveouts));
-  EXPECT_TRUE(same_bytes(expected.weights, cut.network.weights));
-  EXPECT_TRUE(cut.network.templates.empty());
+  EXPECT_EQ(cut.labels, expected.labels);
+  for (const auto& [table, rows] : {std::pair{cut.moveouts.get(), &expected.moveouts},
+                                    std::pair{cut.weights.get(), &expected.weights}}) {
+    ASSERT_TRUE(table);
+    EXPECT_EQ(table->shape(), rows->shape());
+    EXPECT_EQ(table->dtype(), rows->dtype());
+    EXPECT_EQ(table->describe(), rows->describe());
+    for (std::int64_t a = 0; a <= 3; ++a)
+      for (std::int64_t b = a; b <= 3; ++b)
+        EXPECT_TRUE(same_bytes(rows->slice(0, a, b).contiguous(), table->read(a, b)))
+            << table->describe() << " [" << a << ", " << b << ")";
+  }
+  EXPECT_EQ(message_of<InvalidInput>([&] { (void)cut.weights->read(2, 4); }),
+            "weights of " + (dir / "picks.csv").string() +
+                ": rows [2, 4): expected a range inside [0, 3)");
   EXPECT_EQ(cut.templates->shape(), (Shape{3, 3, 40}));
   EXPECT_EQ(cut.templates->name(), (dir / "picks.csv").string());
   test::expect_every_range(*cut.templates, 3, [&](std::int64_t a, std::int64_t b) {

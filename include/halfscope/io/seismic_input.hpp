@@ -28,6 +28,7 @@
 
 #include "halfscope/core/array.hpp"
 #include "halfscope/io/sample_source.hpp"
+#include "halfscope/io/table_source.hpp"
 #include "halfscope/io/template_source.hpp"
 #include "halfscope/io/waveform.hpp"
 
@@ -101,15 +102,18 @@ SeismicTemplates cut_templates(const SeismicData& source, const std::filesystem:
                                std::int64_t length);
 
 /// Templates cut from data read by windows (what MPI ranks use: each cuts only its template
-/// group): `network` holds cut_templates' labels, moveouts and weights (templates empty),
+/// group and computes only its group's rows of the network): `labels` are cut_templates' labels,
 /// `templates` reads templates [a, b) by cutting each from one window of every channel (from its
-/// earliest pick to its latest pick's end) read from `samples`, equal to those rows of
-/// cut_templates' templates (float64). The table is parsed and checked here with cut_templates'
-/// messages; a flat cut is refused when its template is read. `info`: the data's fields but
-/// `data` (open_seismic_windows' info). `samples` must outlive `templates`.
+/// earliest pick to its latest pick's end) read from `samples`, and `moveouts` / `weights` read
+/// rows [a, b) of the (T, C) tables, each equal to those rows of cut_templates' templates
+/// (float64), moveouts (int64) and weights (float64). The table is read line by line, parsed and
+/// checked here with cut_templates' messages (each rank then holds its picks, not the T x C
+/// tables); a flat cut is refused when its template is read. `info`: the data's fields but `data`
+/// (open_seismic_windows' info). `samples` must outlive `templates`.
 struct CutTemplateSource {
-  SeismicTemplates network;
+  std::vector<std::string> labels;
   std::unique_ptr<TemplateSource> templates;
+  std::shared_ptr<const TableSource> moveouts, weights;
 };
 CutTemplateSource cut_template_source(const SeismicData& info, const SampleSource& samples,
                                       const std::filesystem::path& picks, std::int64_t length);

@@ -90,27 +90,6 @@ void check_finite(const SeismicData& d) {
                      (std::isnan(x) ? "NaN" : "infinite") + ": expected finite data");
 }
 
-// Merges the traces of every file into one (C, L) array on a common time base.
-SeismicData assemble_waveforms(const Waveforms& all, const std::string& source) {
-  const Waveforms merged = merge_traces(all, /*fill_gaps_with_zero=*/true);
-  std::vector<detail::ChannelInfo> channels;
-  for (const Trace& t : merged.traces)
-    channels.push_back(
-        {t.id(), t.start_ns, t.end_ns(), t.size(), t.sample_rate, t.data.dtype() == DType::f32});
-  detail::Alignment a = detail::align_channels(channels, merged.gaps, source);
-  SeismicData d = std::move(a.info);
-  d.data = Array::zeros(a.all_f32 ? DType::f32 : DType::f64,
-                        Shape{static_cast<std::int64_t>(channels.size()), a.length});
-  const DType dt = d.data.dtype();
-  for (std::size_t c = 0; c < a.order.size(); ++c) {
-    const Array src = merged.traces[a.order[c]].data.astype(dt).contiguous();
-    auto* dst = static_cast<std::byte*>(d.data.data()) +
-                (static_cast<std::int64_t>(c) * a.length + a.offsets[c]) * dtype_size(dt);
-    std::copy_n(static_cast<const std::byte*>(src.data()), src.nbytes(), dst);
-  }
-  return d;
-}
-
 }  // namespace
 
 std::int64_t SeismicData::time_of_sample(std::int64_t index) const {
@@ -193,7 +172,19 @@ Alignment align_channels(const std::vector<ChannelInfo>& channels, std::vector<G
 
 SeismicData read_seismic_data(const std::string& spec) {
   const std::vector<std::string> paths = detail::split_list(spec);
-  Waveforms all;
+  if (!(paths.size() == 1 && format_of(paths.front()) == Format::npy)) {
+    // A list of SAC and MiniSEED files is laid out by the reader of windows and read as one
+    // window: each sample goes once into the (C, L) array, not through every file's trace and the
+    // merged traces too (three copies of the day).
+    if (WindowedData w = open_seismic_windows(spec); w.samples) {
+      SeismicData d = std::move(w.info);
+      d.data = w.samples->read(0, w.samples->shape()[1]);
+      check_finite(d);
+      return d;
+    }
+  }
+  // A .npy file, or a list refused at its first bad entry once the files before it were read
+  // (an error in an earlier file comes first).
   for (const std::string& p : paths) {
     if (p.empty())
       throw InvalidInput("DATA '" + spec +
@@ -209,19 +200,15 @@ SeismicData read_seismic_data(const std::string& spec) {
       check_finite(d);
       return d;
     }
-    if (f == Format::mseed) {
-      Waveforms w = read_mseed(p);
-      for (Trace& t : w.traces) all.traces.push_back(std::move(t));
-    } else if (f == Format::sac) {
-      all.traces.push_back(read_sac(p).trace);
-    } else {
+    if (f == Format::mseed)
+      (void)read_mseed(p);
+    else if (f == Format::sac)
+      (void)read_sac(p);
+    else
       throw InvalidInput(p + ": data of type " + std::string(format_name(f)) +
                          ": expected .npy, MiniSEED (.mseed, .miniseed, .ms) or SAC (.sac)");
-    }
   }
-  SeismicData d = assemble_waveforms(all, spec);
-  check_finite(d);
-  return d;
+  throw Error("read_seismic_data: " + spec + ": a list of SAC and MiniSEED files not opened");
 }
 
 SeismicTemplates read_template_array(const fs::path& path) {

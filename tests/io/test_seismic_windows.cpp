@@ -49,10 +49,72 @@ std::string three_channels(const test::TempDir& dir) {
          (dir / "s1.sac").string();
 }
 
-// Every field and the given windows of open_seismic_windows(spec) equal read_seismic_data(spec).
+// The data as the files hold it, laid out here from whole reads (read_sac, read_mseed and
+// merge_traces), independently of the windows' plan that read_seismic_data now shares: the
+// merged channels by id, each at its start rounded to the grid of the earliest start, zeros
+// elsewhere, float32 when every trace is float32; and merge_traces' gaps.
+struct Reference {
+  Array data;
+  std::vector<std::string> ids;
+  std::int64_t start_ns = 0;
+  std::vector<Gap> merge_gaps;
+};
+
+Reference reference_of(const std::string& spec) {
+  Waveforms all;
+  std::string::size_type from = 0;
+  while (from <= spec.size()) {
+    const auto comma = std::min(spec.find(',', from), spec.size());
+    std::string p = spec.substr(from, comma - from);
+    p.erase(0, p.find_first_not_of(' '));
+    p.erase(p.find_last_not_of(' ') + 1);
+    from = comma + 1;
+    if (p.ends_with(".sac")) {
+      all.traces.push_back(read_sac(p).trace);
+    } else {
+      for (Trace& t : read_mseed(p).traces) all.traces.push_back(std::move(t));
+    }
+  }
+  Waveforms merged = merge_traces(all, true);
+  std::sort(merged.traces.begin(), merged.traces.end(),
+            [](const Trace& a, const Trace& b) { return a.id() < b.id(); });
+  Reference r;
+  r.merge_gaps = merged.gaps;
+  r.start_ns = merged.traces.front().start_ns;
+  bool f32 = true;
+  for (const Trace& t : merged.traces) {
+    r.start_ns = std::min(r.start_ns, t.start_ns);
+    f32 = f32 && t.data.dtype() == DType::f32;
+  }
+  std::vector<std::int64_t> offsets;
+  std::int64_t length = 0;
+  for (const Trace& t : merged.traces) {
+    offsets.push_back(std::llround(static_cast<double>(t.start_ns - r.start_ns) * 100.0 / 1e9));
+    length = std::max(length, offsets.back() + t.size());
+  }
+  const auto channels = static_cast<std::int64_t>(merged.traces.size());
+  r.data = Array::zeros(DType::f64, {channels, length});
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const Trace& t = merged.traces[static_cast<std::size_t>(c)];
+    r.ids.push_back(t.id());
+    const Array x = t.data.astype(DType::f64).contiguous();
+    std::copy_n(x.data_as<double>(), t.size(),
+                r.data.data_as<double>() + c * length + offsets[static_cast<std::size_t>(c)]);
+  }
+  if (f32) r.data = r.data.astype(DType::f32);
+  return r;
+}
+
+// The given windows of open_seismic_windows(spec) and read_seismic_data(spec)'s array equal the
+// independent layout of the files (every sample at 100 Hz); every other field of the two agrees,
+// and the gaps begin with merge_traces' (then the alignment pads).
 void expect_windows_equal_whole(const std::string& spec, std::size_t min_gaps,
                                 std::vector<std::pair<std::int64_t, std::int64_t>> windows) {
+  const Reference ref = reference_of(spec);
   const SeismicData whole = read_seismic_data(spec);
+  EXPECT_TRUE(same_bytes(ref.data, whole.data));
+  EXPECT_EQ(whole.channel_ids, ref.ids);
+  EXPECT_EQ(whole.start_ns, ref.start_ns);
   const WindowedData w = open_seismic_windows(spec);
   ASSERT_TRUE(w.samples);
   EXPECT_EQ(w.samples->shape(), whole.data.shape());
@@ -65,16 +127,21 @@ void expect_windows_equal_whole(const std::string& spec, std::size_t min_gaps,
   EXPECT_EQ(w.info.source, whole.source);
   ASSERT_EQ(w.info.gaps.size(), whole.gaps.size());
   EXPECT_GE(whole.gaps.size(), min_gaps);  // gaps, overlaps, pads: the comparison means something
+  ASSERT_GE(whole.gaps.size(), ref.merge_gaps.size());
   for (std::size_t i = 0; i < whole.gaps.size(); ++i) {
     EXPECT_EQ(w.info.gaps[i].id, whole.gaps[i].id);
     EXPECT_EQ(w.info.gaps[i].start_ns, whole.gaps[i].start_ns);
     EXPECT_EQ(w.info.gaps[i].end_ns, whole.gaps[i].end_ns);
     EXPECT_EQ(w.info.gaps[i].missing_samples, whole.gaps[i].missing_samples);
+    if (i >= ref.merge_gaps.size()) continue;
+    EXPECT_EQ(whole.gaps[i].id, ref.merge_gaps[i].id);
+    EXPECT_EQ(whole.gaps[i].start_ns, ref.merge_gaps[i].start_ns);
+    EXPECT_EQ(whole.gaps[i].missing_samples, ref.merge_gaps[i].missing_samples);
   }
   const std::int64_t L = whole.data.dim(1);
   windows.insert(windows.end(), {{0, L}, {0, 1}, {L - 1, L}, {77, 77}});
   for (const auto& [a, b] : windows)
-    EXPECT_TRUE(same_bytes(whole.data.slice(1, a, b).contiguous(), w.samples->read(a, b)))
+    EXPECT_TRUE(same_bytes(ref.data.slice(1, a, b).contiguous(), w.samples->read(a, b)))
         << "[" << a << ", " << b << ")";
   EXPECT_EQ(message_of<InvalidInput>([&] { (void)w.samples->read(5, L + 1); }),
             spec + ": samples [5, " + std::to_string(L + 1) + "): expected a window inside [0, " +

@@ -56,14 +56,16 @@ struct SeismicData {
 };
 
 /// Reads DATA: a .npy path, or a comma-separated list of MiniSEED (.mseed, .miniseed, .ms) and
-/// SAC (.sac) paths. Throws InvalidInput / IoError naming the file for every bad input: an
+/// SAC (.sac) paths, laid out by open_seismic_windows and read as one window (every sample copied
+/// once into the (C, L) array; a MiniSEED record is decoded once to check it, then once to read
+/// it). Throws InvalidInput / IoError naming the file for every bad input: an
 /// unknown extension, a .npy that is not 1-D or 2-D or holds no samples, a .npy in a list,
 /// mismatched sampling rates, a channel that ends up empty.
 SeismicData read_seismic_data(const std::string& spec);
 
 /// DATA to be read by windows (what MPI ranks take: each reads only its share).
 struct WindowedData {
-  /// The samples, or null for data that must be read whole (read_seismic_data).
+  /// The samples, or null for a list that read_seismic_data refuses.
   std::unique_ptr<SampleSource> samples;
   /// Every SeismicData field but `data`, as read_seismic_data gives them.
   SeismicData info;

@@ -319,6 +319,24 @@ TEST(SeismicWindows, TemplatesCutFromWindowsEqualCutTemplates) {
   EXPECT_EQ(m, message_of<InvalidInput>([&] { (void)cut_templates(whole, dir / "flat.csv", 40); }));
   EXPECT_NE(m.find("line 2: the template window of XX.STA1.00.HHZ is all zeros"), std::string::npos)
       << m;
+  // A channel listed twice, by id and by index, lines apart: refused when the table is first read,
+  // naming both lines, as cut_templates names them.
+  write_text(dir / "twice.csv",
+             "template,channel,start\n# picks\na,0,100\nb,1,300\n\na,2,50\nb,XX.STA1.00.HHZ,20\n");
+  const std::string twice = message_of<InvalidInput>(
+      [&] { (void)cut_template_source(w.info, *w.samples, dir / "twice.csv", 40); });
+  EXPECT_EQ(twice, (dir / "twice.csv").string() +
+                       " line 7: template 'b' lists channel XX.STA1.00.HHZ again (first on line "
+                       "4): expected one pick per channel");
+  EXPECT_EQ(twice,
+            message_of<InvalidInput>([&] { (void)cut_templates(whole, dir / "twice.csv", 40); }));
+  // The table changed after it was checked (a rank reads its group's picks again): an IoError.
+  write_text(dir / "grows.csv", "a,0,100\nb,1,300\n");
+  const CutTemplateSource grows = cut_template_source(w.info, *w.samples, dir / "grows.csv", 40);
+  write_text(dir / "grows.csv", "a,0,100\nb,1,300\nc,2,400\n");
+  EXPECT_EQ(message_of<IoError>([&] { (void)grows.moveouts->read(0, 1); }),
+            (dir / "grows.csv").string() +
+                ": 3 templates: expected the 2 found when it was first read (the table changed)");
 }
 
 }  // namespace

@@ -38,6 +38,11 @@ inline DType source_read_type(DType stored) {
   return stored == DType::f32 || stored == DType::f64 ? stored : DType::f64;
 }
 
+/// InvalidInput "NAME: ITEMS [begin, end): expected a KIND inside [0, extent)" unless
+/// 0 <= begin <= end <= extent: the range check of every part reader.
+void check_range(const std::string& name, std::string_view items, std::string_view kind,
+                 std::int64_t begin, std::int64_t end, std::int64_t extent);
+
 /// InvalidInput naming the source (or "data" for one in memory) unless 0 <= begin <= end <= L:
 /// what every SampleSource::read checks first.
 void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end);

@@ -82,12 +82,16 @@ class NpySamples final : public SampleSource {
 
 namespace detail {
 
+void check_range(const std::string& name, std::string_view items, std::string_view kind,
+                 std::int64_t begin, std::int64_t end, std::int64_t extent) {
+  if (begin < 0 || begin > end || end > extent)
+    throw InvalidInput(name + ": " + std::string(items) + " [" + str(begin) + ", " + str(end) +
+                       "): expected a " + std::string(kind) + " inside [0, " + str(extent) + ")");
+}
+
 void check_window(const SampleSource& s, std::int64_t begin, std::int64_t end) {
-  const std::int64_t L = s.shape()[1];
-  if (begin < 0 || begin > end || end > L)
-    throw InvalidInput((s.name().empty() ? std::string("data") : s.name()) + ": samples [" +
-                       str(begin) + ", " + str(end) + "): expected a window inside [0, " + str(L) +
-                       ")");
+  check_range(s.name().empty() ? std::string("data") : s.name(), "samples", "window", begin, end,
+              s.shape()[1]);
 }
 
 }  // namespace detail

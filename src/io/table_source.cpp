@@ -13,12 +13,6 @@ std::string str(std::int64_t v) {
   return std::to_string(v);
 }
 
-void check_rows(const std::string& name, const Shape& shape, std::int64_t begin, std::int64_t end) {
-  if (begin < 0 || begin > end || end > shape.front())
-    throw InvalidInput(name + ": rows [" + str(begin) + ", " + str(end) +
-                       "): expected a range inside [0, " + str(shape.front()) + ")");
-}
-
 // Elements per row: the product of the axes after the first (1 for a one-dimensional table).
 std::int64_t row_size(const Shape& shape) {
   std::int64_t n = 1;
@@ -38,7 +32,7 @@ class ArrayTable final : public TableSource {
   [[nodiscard]] DType dtype() const override { return table_.dtype(); }
   [[nodiscard]] std::string describe() const override { return describe_; }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_rows("table " + describe_, table_.shape(), begin, end);
+    detail::check_range("table " + describe_, "rows", "range", begin, end, table_.dim(0));
     return table_.slice(0, begin, end).contiguous().reshape({end - begin, row_size(shape())});
   }
 
@@ -59,7 +53,7 @@ class NpyTable final : public TableSource {
   [[nodiscard]] DType dtype() const override { return file_.header().dtype; }
   [[nodiscard]] std::string describe() const override { return file_.describe(); }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_rows(file_.name(), shape(), begin, end);
+    detail::check_range(file_.name(), "rows", "range", begin, end, shape().front());
     const std::int64_t row = row_size(shape());
     const Array rows = file_.read_rows(begin, end).reshape({end - begin, row});
     if (!dtype_is_float(rows.dtype())) return rows;

@@ -297,13 +297,6 @@ class PickStore {
   mutable std::shared_ptr<const Picks> held_;
 };
 
-void check_rows(const std::string& what, const PickStore& store, std::int64_t begin,
-                std::int64_t end) {
-  if (begin < 0 || begin > end || end > store.templates())
-    throw InvalidInput(what + " of " + store.table() + ": rows [" + str(begin) + ", " + str(end) +
-                       "): expected a range inside [0, " + str(store.templates()) + ")");
-}
-
 // The moveouts or weights of the table as a TableSource: each read computes its rows.
 class PickTable final : public TableSource {
  public:
@@ -318,7 +311,8 @@ class PickTable final : public TableSource {
            std::string(memory_name(Memory::host));
   }
   [[nodiscard]] Array read(std::int64_t begin, std::int64_t end) const override {
-    check_rows(weights_ ? "weights" : "moveouts", *store_, begin, end);
+    detail::check_range(std::string(weights_ ? "weights" : "moveouts") + " of " + store_->table(),
+                        "rows", "range", begin, end, store_->templates());
     if (begin == end) return Array::zeros(dtype(), {0, shape()[1]});
     return network_rows(*store_->picks(begin, end), shape()[1], weights_, begin, end);
   }

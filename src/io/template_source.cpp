@@ -71,11 +71,8 @@ class NpyTemplates final : public TemplateSource {
 namespace detail {
 
 void check_template_range(const TemplateSource& s, std::int64_t begin, std::int64_t end) {
-  const std::int64_t T = s.shape()[0];
-  if (begin < 0 || begin > end || end > T)
-    throw InvalidInput((s.name().empty() ? std::string("templates") : s.name()) + ": templates [" +
-                       str(begin) + ", " + str(end) + "): expected a range inside [0, " + str(T) +
-                       ")");
+  check_range(s.name().empty() ? std::string("templates") : s.name(), "templates", "range", begin,
+              end, s.shape()[0]);
 }
 
 }  // namespace detail

@@ -20,6 +20,7 @@
 #include "halfscope/io/npy.hpp"
 #include "halfscope/io/sac.hpp"
 #include "halfscope/io/seismic_input.hpp"
+#include "io/seismic_align.hpp"
 #include "io_test_support.hpp"
 
 namespace halfscope::io {
@@ -62,13 +63,7 @@ struct Reference {
 
 Reference reference_of(const std::string& spec) {
   Waveforms all;
-  std::string::size_type from = 0;
-  while (from <= spec.size()) {
-    const auto comma = std::min(spec.find(',', from), spec.size());
-    std::string p = spec.substr(from, comma - from);
-    p.erase(0, p.find_first_not_of(' '));
-    p.erase(p.find_last_not_of(' ') + 1);
-    from = comma + 1;
+  for (const std::string& p : detail::split_list(spec)) {
     if (p.ends_with(".sac")) {
       all.traces.push_back(read_sac(p).trace);
     } else {

@@ -13,7 +13,9 @@
 //
 // With --devices (one process): the covariances are generated on the current CUDA device, the
 // factorization deals its tile columns over the listed devices and the solves split R's rows over
-// them (ReconstructorOptions::devices).
+// them (ReconstructorOptions::devices). With --device-memory (one process, one device): Cmm and
+// Ctm go to host memory and are streamed through the device within that budget, out of core
+// where they do not fit (ReconstructorOptions::device_memory).
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -51,6 +53,8 @@ struct AoReconstructorCliOptions {
   bool recover = false, evaluate = false;
   double wavelength_m = 1.65e-6;
   std::vector<int> devices;
+  std::string device_memory;
+  bool device_memory_given = false;  // from the option's count: "" is a bad size, not none
 };
 
 // The tomographic error and Strehl of R and of the FP64 reconstructor on the same FP64
@@ -148,6 +152,8 @@ void run_over_ranks(const Globals& g, const AoReconstructorCliOptions& c) {
     if (g.rank == 0) io::check_output_path(c.output);  // rank 0 writes R
     if (!c.devices.empty())
       refuse_gpu_over_ranks("--devices " + device_list_text(c.devices), g.ranks, c.grid);
+    if (c.device_memory_given)
+      refuse_gpu_over_ranks("--device-memory " + c.device_memory, g.ranks, c.grid);
     // Not resolved here: auto means CPU ranks; cuda, GPU ranks (refused where a host has none).
     o.device = parse_device_kind(c.device.empty() ? g.device : c.device);
     o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
@@ -207,6 +213,13 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
   ao::ReconstructorOptions o = parse_options(c);
   if (!c.devices.empty())
     refuse_gpu_over_ranks("--devices " + device_list_text(c.devices), 1, c.grid);
+  if (c.device_memory_given) {
+    refuse_gpu_over_ranks("--device-memory " + c.device_memory, 1, c.grid);
+    o.device_memory = parse_size(c.device_memory, "--device-memory");
+    if (o.device_memory == 0)
+      throw InvalidInput("--device-memory: expected a size above 0 (e.g. 16G), found '" +
+                         c.device_memory + "'");
+  }
   if (!c.grid.empty() && c.grid != "1x1")
     throw InvalidInput(
         "--grid: a process grid of several ranks needs mpirun (this run has one "
@@ -217,6 +230,10 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
   o.device = c.devices.empty() ? resolve_device(parse_device_kind(device))
                                : check_device_list(c.devices, device);
   o.devices = c.devices;
+  if (c.device_memory_given && o.device != DeviceKind::Cuda)
+    throw InvalidInput("--device-memory " + c.device_memory +
+                       ": expected a GPU run, found --device " +
+                       (device.empty() ? std::string("auto without a CUDA device") : device));
   o.tile = c.tile > 0 ? c.tile : o.device == DeviceKind::Cuda ? 1024 : 512;
   const ao::AoSystem system = load_ao_system(c.system);
   const std::string label = ao_system_label(c.system);
@@ -230,6 +247,17 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
   if (!o.devices.empty())
     std::cout << "devices " << device_list_text(o.devices) << ": factorization copied "
               << rec.factor.device_to_device_bytes << " bytes device->device\n";
+  if (rec.solve.slabs > 0)
+    std::cout << "Cmm in host memory: factorization "
+              << (rec.factor.out_of_core_slabs > 0
+                      ? "out of core in " + std::to_string(rec.factor.out_of_core_slabs) + " slabs"
+                      : std::string("in core")) +
+                     ", copied "
+              << rec.factor.host_to_device_bytes << " bytes host->device and "
+              << rec.factor.device_to_host_bytes << " back; solves in " << rec.solve.slabs
+              << " slabs x " << rec.solve.row_blocks << " blocks of rows, copied "
+              << rec.solve.host_to_device_bytes << " bytes host->device and "
+              << rec.solve.device_to_host_bytes << " back\n";
   // Scored before writing, so a failing evaluation leaves no file behind either.
   if (c.evaluate) print_evaluation(system, rec.matrix, o.device, c.wavelength_m);
   io::write_npy(c.output, rec.matrix);  // atomic: nothing under the name on failure
@@ -267,6 +295,10 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
                   "tile columns and the solves' rows spread over them; covariances generated on "
                   "the current device")
       ->delimiter(',');
+  auto* budget = cmd->add_option(
+      "--device-memory", c->device_memory,
+      "device memory the GPU run may use (bytes, or with K, M, G, T): Cmm and Ctm generated into "
+      "host memory and streamed through the device, out of core where they do not fit");
   cmd->add_option("--grid", c->grid,
                   "under mpirun: the PxQ process grid of Cmm's tiles (default: P <= Q, as square "
                   "as the rank count allows); --device cuda makes GPU ranks");
@@ -275,7 +307,10 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
   cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres (--evaluate)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->callback([&g, c] { run_ao_reconstructor(g, *c); });
+  cmd->callback([&g, c, budget] {
+    c->device_memory_given = budget->count() > 0;
+    run_ao_reconstructor(g, *c);
+  });
 }
 
 }  // namespace halfscope::cli

@@ -39,6 +39,7 @@ struct TorBenchArgs {
   int repeats = 3, warmup = 1, layers = 10;
   bool no_cusolver = false;
   std::vector<int> devices;
+  std::string device_memory;  // sizes, comma-separated
 };
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -118,9 +119,12 @@ void print_tor(const bench::BenchReport& r) {
   std::printf("%-6s %7s %-10s %-26s %10s %10s %10s %9s %11s\n", "system", "n", "impl", "policy",
               "fact+solve", "factor ms", "solve ms", "Strehl", "dStrehl");
   for (const bench::BenchCase& c : r.cases) {
+    const std::string budget = param_text(c, "device_memory");
+    const std::string label = c.implementation == "cusolver"    ? c.method
+                              : budget.empty() || budget == "0" ? c.precision
+                                                                : c.precision + " @" + budget;
     std::printf("%-6s %7s %-10s %-26s ", param_text(c, "system").c_str(),
-                param_text(c, "n").c_str(), c.implementation.c_str(),
-                (c.implementation == "cusolver" ? c.method : c.precision).c_str());
+                param_text(c, "n").c_str(), c.implementation.c_str(), label.c_str());
     if (print_not_run(c)) continue;
     std::printf("%10.2f %10s %10s %9s %11s\n", c.stats.median_ms,
                 param_text(c, "factor_ms").c_str(), param_text(c, "solve_ms").c_str(),
@@ -182,6 +186,11 @@ void run_tor_bench(const TorBenchArgs& a, const Globals& g) {
   o.max_fp64_n = a.max_fp64_n;
   o.tiptilt = ao::parse_tiptilt_method(a.tiptilt, "--tiptilt");
   o.devices = a.devices;
+  if (!a.device_memory.empty()) {
+    o.device_memories.clear();
+    for (const std::string& size : split(a.device_memory, ','))
+      o.device_memories.push_back(size == "0" ? 0 : parse_size(size, "bench tor: --device-memory"));
+  }
   o.cusolver = !a.no_cusolver;
   o.device = device_of(a.device, "bench tor");
   o.progress = [&g](const std::string& m) { info(g, m); };
@@ -259,6 +268,10 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
                   "CUDA devices of the reconstructor, comma-separated (factorization columns and "
                   "solve rows spread over them; covariances generated on the first)")
       ->delimiter(',');
+  tor->add_option("--device-memory", t->device_memory,
+                  "device memory budgets, comma-separated (e.g. 0,16G): each policy once per "
+                  "budget, 0 in device memory, a size with Cmm in host memory streamed through "
+                  "the device");
   tor->add_option("--tiptilt", t->tiptilt,
                   "LGS tip-tilt constants: woodbury or direct (ao reconstructor --help)")
       ->capture_default_str();

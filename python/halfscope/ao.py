@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from . import _arrays, _core
-from .linalg import _device_list, _policy_args
+from .linalg import _device_list, _device_memory, _policy_args
 
 __all__ = ["system", "presets", "covariance", "reconstructor", "reconstructor_fp64", "evaluate"]
 
@@ -47,9 +47,15 @@ def covariance(system, kind="cmm", *, dtype="float64", device=None, noise=True) 
                                _arrays.device_name(device), bool(noise))
 
 
+def _budget(device_memory) -> int:
+    """``device_memory`` of a system's reconstructor: bytes >= 0, no device list needed (the
+    current device; the library checks the rest)."""
+    return _device_memory(device_memory, [None])
+
+
 def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy="uniform:SP",
                   tile=1024, recover=False, device=None, devices=None, tiptilt="woodbury",
-                  full_output=False):
+                  device_memory=0, full_output=False):
     """The tomographic reconstructor R = Ctm Cmm^-1 (float32, m x n) by the tile Cholesky.
 
     From matrices ``reconstructor(Cmm, Ctm, ...)`` (NumPy, CuPy or torch; only Cmm's lower
@@ -66,9 +72,14 @@ def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy=
         columns over them and the solves split R's rows over them (covariances of a system are
         generated on the current device). None: one device or the CPU, as ``device`` says. Not
         with device='cpu' (InvalidInput); Unsupported without a usable CUDA device.
+    device_memory : bytes the GPU run may use on its one device (0: none given). Cmm's tiles (and
+        a system's Ctm) then stay in host memory and the factorization and the solves stream
+        them through the device, out of core where they do not fit (docs/scaling.md). From a
+        system: the current device or the one listed; from matrices it needs ``devices=[d]``.
 
     Returns R as the kind of array Cmm is (NumPy for a system); with full_output, (R, report)
-    (the factorization's out_of_core_slabs and bytes copied among its fields).
+    (the factorization's out_of_core_slabs and bytes copied, the solves' solve_slabs,
+    solve_row_blocks and solve_host_to_device_bytes among its fields).
     Raises halfscope.NotPositiveDefinite naming the tile and the policy.
     """
     if ctm is None:
@@ -78,15 +89,20 @@ def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy=
         where = _arrays.device_name(device)
         r = _core.ao_reconstructor_system(_system_json(cmm_or_system), str(policy), None,
                                           str(solve_policy), int(tile), bool(recover), where,
-                                          _device_list(devices, where), str(tiptilt))
+                                          _device_list(devices, where), str(tiptilt),
+                                          _budget(device_memory))
         return (r["R"], r["report"]) if full_output else r["R"]
     a = _arrays.prepare(cmm_or_system, "cmm")
     b = _arrays.prepare(ctm, "ctm", like_array=a)
     where = _arrays.device_name(device, a)
     listed = _device_list(devices, where)
+    budget = _device_memory(device_memory, listed)
+    if budget > 0 and len(listed) != 1:
+        raise _core.InvalidInput(f"device_memory={budget}: expected one device to stream Cmm "
+                                 f"through, found devices={listed}")
     name, table = _policy_args(policy, a, int(tile))
     r = _core.ao_reconstructor_matrices(a, b, name, table, str(solve_policy), int(tile),
-                                        bool(recover), where, listed,
+                                        bool(recover), where, listed, budget,
                                         _arrays.stream_handle(None, a))
     out = _arrays.like(r["R"], a)
     return (out, r["report"]) if full_output else out

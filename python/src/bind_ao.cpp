@@ -50,6 +50,15 @@ void add_factor_fields(nb::dict& rep, const linalg::CholeskyReport& f) {
   for (const auto [key, value] : cholesky_report(f)) rep[key] = value;
 }
 
+// The solves' side: tiles per variant, and for a factor streamed from host memory its slabs,
+// blocks of rows and bytes copied ("solve_slabs", ...).
+void add_solve_fields(nb::dict& rep, const linalg::SolveReport& s) {
+  rep["solve_tiles"] = tile_counts(s.tiles);
+  s.for_each_count([&](const char* key, std::int64_t value) {
+    rep[nb::str((std::string("solve_") + key).c_str())] = value;
+  });
+}
+
 ao::ProjectionMethod parse_projection(const std::string& text) {
   if (text == "matched") return ao::ProjectionMethod::matched;
   if (text == "fried") return ao::ProjectionMethod::fried;
@@ -76,7 +85,7 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
                                  const std::optional<AnyArray>& table,
                                  const std::string& solve_policy, std::int64_t tile, bool recover,
                                  const std::string& device, const std::vector<int>& devices,
-                                 const std::string& tiptilt) {
+                                 const std::string& tiptilt, std::int64_t device_memory) {
   const ao::AoSystem s = system_of(system);
   ao::ReconstructorOptions o;
   o.policy = policy_of(policy, table);
@@ -86,6 +95,7 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
   o.device = parse_device_kind(device);
   o.devices = devices;  // checked by hs.ao.reconstructor (linalg.py's _device_list)
   o.tiptilt = ao::parse_tiptilt_method(tiptilt, "tiptilt");
+  o.device_memory = device_memory;  // checked by the library (>= 0, a GPU run, one device)
   ao::Reconstructor r;
   {
     nb::gil_scoped_release unlocked;
@@ -93,7 +103,7 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
   }
   nb::dict rep;
   add_factor_fields(rep, r.factor);
-  rep["solve_tiles"] = tile_counts(r.solve.tiles);
+  add_solve_fields(rep, r.solve);
   rep["covariance_ms"] = r.covariance_ms;
   rep["factor_ms"] = r.factor_ms;
   rep["solve_ms"] = r.solve_ms;
@@ -111,7 +121,7 @@ nb::dict reconstructor_of_matrices(const AnyArray& cmm, const AnyArray& ctm,
                                    const std::string& policy, const std::optional<AnyArray>& table,
                                    const std::string& solve_policy, std::int64_t tile, bool recover,
                                    const std::string& device, const std::vector<int>& devices,
-                                   std::uintptr_t stream) {
+                                   std::int64_t device_memory, std::uintptr_t stream) {
   const Array a = view_of(cmm, "cmm");
   const Array b = view_of(ctm, "ctm");
   linalg::CholeskyOptions co;
@@ -121,8 +131,13 @@ nb::dict reconstructor_of_matrices(const AnyArray& cmm, const AnyArray& ctm,
   linalg::SolveOptions so;
   so.policy = linalg::parse_policy(solve_policy);
   so.devices = devices;
+  // A budget (one listed device, checked by hs.ao.reconstructor): the tiles stay in host memory
+  // and both steps stream them through the device.
+  co.device_memory = so.device_memory = device_memory;
   const Memory memory =
-      resolve_device(parse_device_kind(device)) == DeviceKind::Cuda ? Memory::device : Memory::host;
+      device_memory == 0 && resolve_device(parse_device_kind(device)) == DeviceKind::Cuda
+          ? Memory::device
+          : Memory::host;
   linalg::CholeskyReport cr;
   linalg::SolveReport sr;
   Array r;
@@ -138,7 +153,7 @@ nb::dict reconstructor_of_matrices(const AnyArray& cmm, const AnyArray& ctm,
   }
   nb::dict rep;
   add_factor_fields(rep, cr);
-  rep["solve_tiles"] = tile_counts(sr.tiles);
+  add_solve_fields(rep, sr);
   nb::dict d;
   d["R"] = to_python(r, Framework::numpy);
   d["report"] = rep;
@@ -178,12 +193,12 @@ void bind_ao(nb::module_& m) {
         nb::arg("device"), nb::arg("noise"), "Cmm, Ctm or Ctt of a system, dense, host.");
   m.def("ao_reconstructor_system", &reconstructor_of_system, nb::arg("system"), nb::arg("policy"),
         nb::arg("table").none(), nb::arg("solve_policy"), nb::arg("tile"), nb::arg("recover"),
-        nb::arg("device"), nb::arg("devices"), nb::arg("tiptilt"),
+        nb::arg("device"), nb::arg("devices"), nb::arg("tiptilt"), nb::arg("device_memory"),
         "halfscope::ao::tomographic_reconstructor of a system.");
   m.def("ao_reconstructor_matrices", &reconstructor_of_matrices, nb::arg("cmm"), nb::arg("ctm"),
         nb::arg("policy"), nb::arg("table").none(), nb::arg("solve_policy"), nb::arg("tile"),
-        nb::arg("recover"), nb::arg("device"), nb::arg("devices"), nb::arg("stream"),
-        "R = Ctm Cmm^-1 by the tile Cholesky.");
+        nb::arg("recover"), nb::arg("device"), nb::arg("devices"), nb::arg("device_memory"),
+        nb::arg("stream"), "R = Ctm Cmm^-1 by the tile Cholesky.");
   m.def(
       "ao_reconstructor_fp64",
       [](const AnyArray& cmm, const AnyArray& ctm, const std::string& device,

@@ -88,21 +88,30 @@ void covariance_tiles_selected_cuda(const AoSystem& system, CovarianceKind kind,
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
   Array buffer(DType::f32, {local_elements}, Memory::device);
+  covariance_tiles_selected_device(system, kind, layout, buffer.data_as<float>(), local_elements,
+                                   offsets, noise);
+  cuda::download_staged(local, buffer.data(), buffer.nbytes(), cuda::staging_threads(1));
+}
+
+void covariance_tiles_selected_device(const AoSystem& system, CovarianceKind kind,
+                                      const linalg::TileLayout& layout, float* buffer,
+                                      std::int64_t elements,
+                                      const std::vector<std::int64_t>& offsets, bool noise) {
+  check_tile_count(layout, offsets.size(), "covariance_tiles_selected_device: offsets");
   // Elements outside every tile (none in a rank's storage) come back as zeros, not garbage.
-  HS_CUDA_CHECK(cudaMemset(buffer.data(), 0, static_cast<std::size_t>(buffer.nbytes())));
+  HS_CUDA_CHECK(cudaMemset(buffer, 0, static_cast<std::size_t>(elements) * 4));
   std::vector<void*> tiles(offsets.size(), nullptr);
   for (std::size_t t = 0; t < offsets.size(); ++t) {
     if (offsets[t] < 0) continue;
-    if (offsets[t] >= local_elements)
-      throw InvalidInput("covariance_tiles_selected_cuda: offsets: tile " + std::to_string(t) +
+    if (offsets[t] >= elements)
+      throw InvalidInput("covariance_tiles_selected_device: offsets: tile " + std::to_string(t) +
                          " starts at " + std::to_string(offsets[t]) + ", beyond the buffer's " +
-                         std::to_string(local_elements) + " elements");
-    tiles[t] = buffer.data_as<float>() + offsets[t];
+                         std::to_string(elements) + " elements");
+    tiles[t] = buffer + offsets[t];
   }
   CovarianceTarget target = tiles_target(kind, layout, tiles.data());
-  target.data = buffer.data();  // the GPU backend's tile starts are offsets into it
+  target.data = buffer;  // the GPU backend's tile starts are offsets into it
   covariance_cuda(make_covariance_plan(system, noise), target);  // checks layout, system, kind
-  cuda::download_staged(local, buffer.data(), buffer.nbytes(), cuda::staging_threads(1));
 }
 
 void covariance_rows_selected_cuda(const AoSystem& system, CovarianceKind kind,
@@ -124,6 +133,12 @@ void covariance_tiles_selected_cuda(const AoSystem&, CovarianceKind, const linal
                                     int device) {
   throw Unsupported("covariance on a GPU rank (CUDA device " + std::to_string(device) +
                     ") in a build without CUDA");
+}
+
+void covariance_tiles_selected_device(const AoSystem&, CovarianceKind, const linalg::TileLayout&,
+                                      float*, std::int64_t, const std::vector<std::int64_t>&,
+                                      bool) {
+  throw Unsupported("covariance tiles on a GPU in a build without CUDA");
 }
 
 void covariance_rows_selected_cuda(const AoSystem&, CovarianceKind, std::int64_t, std::int64_t,

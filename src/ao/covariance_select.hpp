@@ -40,6 +40,14 @@ void covariance_tiles_selected_cuda(const AoSystem& system, CovarianceKind kind,
                                     const std::vector<std::int64_t>& offsets, bool noise,
                                     int device);
 
+/// The tiles of covariance_tiles_selected_cuda generated into the current device's `buffer` of
+/// `elements` floats (tile (ti, tj) at buffer + offsets[ti * layout.tile_cols() + tj], -1: not
+/// generated; the other elements zero), left there. Unsupported in a build without CUDA.
+void covariance_tiles_selected_device(const AoSystem& system, CovarianceKind kind,
+                                      const linalg::TileLayout& layout, float* buffer,
+                                      std::int64_t elements,
+                                      const std::vector<std::int64_t>& offsets, bool noise);
+
 /// covariance_rows_selected by the GPU backend into device memory `out` (the current device's),
 /// each element as covariance(system, ctm) on the GPU gives it. InvalidInput as
 /// covariance_rows_selected; Unsupported in a build without CUDA.

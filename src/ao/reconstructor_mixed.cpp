@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ao/reconstructor_host.hpp"
 #include "ao/reconstructor_tiptilt.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/ao/reconstructor.hpp"
@@ -94,6 +95,19 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
   if (!options.devices.empty() && out.device != DeviceKind::Cuda)
     throw InvalidInput(
         "tomographic_reconstructor: devices: expected the CUDA device, found the CPU device");
+  if (options.device_memory < 0)
+    throw InvalidInput(
+        "tomographic_reconstructor: device_memory: expected a size in bytes >= 0, found " +
+        std::to_string(options.device_memory));
+  if (options.device_memory > 0 && out.device != DeviceKind::Cuda)
+    throw InvalidInput(
+        "tomographic_reconstructor: device_memory: expected the CUDA device, found the CPU "
+        "device");
+  if (options.device_memory > 0 && options.devices.size() > 1)
+    throw InvalidInput(
+        "tomographic_reconstructor: device_memory: expected one device (the run streams Cmm "
+        "through it), found " +
+        std::to_string(options.devices.size()) + " devices");
   const Memory memory = out.device == DeviceKind::Cuda ? Memory::device : Memory::host;
   // FP32 covariances (every element computed in FP64, rounded once), noise on: without it Cmm is
   // only semi-definite.
@@ -109,7 +123,52 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
   const auto q = static_cast<std::int64_t>(groups.size());
   out.tiptilt_groups = q;
 
+  // Cmm in host memory when asked, or when its tiles and the right-hand sides cannot both be on
+  // the device (the in-core run would fail allocating them).
+  int device = 0;
+  std::int64_t budget = 0;
+  bool on_host = false;
+  if (out.device == DeviceKind::Cuda && options.devices.size() <= 1) {
+#if HALFSCOPE_WITH_CUDA
+    device = options.devices.empty() ? cuda::current_device() : options.devices.front();
+#endif
+    budget = detail::reconstructor_budget(device, options.device_memory);
+    const std::int64_t n = measurement_count(system), nb = options.tile;
+    const std::int64_t nt = (n + nb - 1) / nb;
+    const std::int64_t tiles = nt * (nt + 1) / 2 * nb * nb * 4;
+    const std::int64_t rhs = (truth_count(system) + q) * n * 4;
+    on_host = options.device_memory > 0 || tiles + rhs > budget;
+  }
+
   PhaseTimer timer(out.device);
+  if (on_host) {
+    timer.start();
+    linalg::TileMatrix cmm = detail::covariance_tiles_on_host(
+        q > 0 ? detail::without_lgs_tiptilt(system) : system, options.tile, device, budget);
+    const std::int64_t m = truth_count(system);
+    Array rhs = detail::ctm_rows_on_host(system, m + q, device, budget);
+    if (q > 0) detail::write_indicator_rows(rhs, m, groups);
+    out.covariance_ms = timer.stop_ms();
+    linalg::CholeskyOptions factor;
+    factor.policy = options.policy;
+    factor.recover = options.recover;
+    factor.devices = {device};
+    factor.device_memory = budget;
+    timer.start();
+    out.factor = linalg::cholesky_tiles(cmm, factor);
+    out.factor_ms = timer.stop_ms();
+    linalg::SolveOptions solve;
+    solve.policy = options.solve_policy;
+    solve.devices = {device};
+    solve.device_memory = budget;
+    timer.start();
+    out.solve = linalg::solve_right(cmm, rhs, solve);
+    detail::apply_tiptilt_correction(rhs, m, groups);
+    out.solve_ms = timer.stop_ms();
+    Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;  // pinned: host memory, returned as it is
+    out.matrix = options.result_memory == Memory::device ? r.to(Memory::device) : r;
+    return out;
+  }
   timer.start();
   linalg::TileMatrix cmm = covariance_tiles(q > 0 ? detail::without_lgs_tiptilt(system) : system,
                                             CovarianceKind::cmm, options.tile, covariance_options);

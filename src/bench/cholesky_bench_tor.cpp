@@ -77,7 +77,7 @@ BenchCase base_case(const std::string& system, std::int64_t n, std::int64_t m, b
 }
 
 BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const ao::AoSystem& system,
-                      const std::string& text, bool gpu, std::int64_t nb,
+                      const std::string& text, bool gpu, std::int64_t nb, std::int64_t budget,
                       const std::optional<Scoring>& scoring) {
   const std::int64_t n = ao::measurement_count(system), m = ao::truth_count(system);
   BenchCase c = base_case(name, n, m, gpu, o.layers);
@@ -95,6 +95,8 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   ro.device = gpu ? DeviceKind::Cuda : DeviceKind::Cpu;
   ro.tiptilt = o.tiptilt;
   ro.devices = o.devices;
+  ro.device_memory = budget;
+  c.params["device_memory"] = budget;
   c.params["tiptilt"] = std::string(ao::tiptilt_method_name(o.tiptilt));
   std::vector<double> factor_solve, factor, solve, with_generation;
   ao::Reconstructor rec;
@@ -124,6 +126,11 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     c.params["tiles_" + std::string(linalg::gemm_variant_name(v))] = rec.factor.count(v);
   c.params["attempts"] = rec.factor.attempts;
+  c.params["covariance_ms"] = rec.covariance_ms;  // of the last run
+  rec.factor.for_each_count(
+      [&](const char* key, std::int64_t v) { c.params["factor_" + std::string(key)] = v; });
+  rec.solve.for_each_count(
+      [&](const char* key, std::int64_t v) { c.params["solve_" + std::string(key)] = v; });
   // Data moved between GPUs: the factorization's peer copies (its report), and the solves' one
   // copy of L per device besides L's own (solve_devices.cpp; full tiles: an upper bound).
   c.params["factor_device_to_device_bytes"] = rec.factor.device_to_device_bytes;
@@ -254,7 +261,8 @@ BenchReport run_tor_bench(const TorBenchOptions& o) {
     }
     report.cases.push_back(ref);
     for (const std::string& p : o.policies)
-      report.cases.push_back(policy_case(o, name, system, p, gpu, nb, scoring));
+      for (const std::int64_t budget : o.device_memories)
+        report.cases.push_back(policy_case(o, name, system, p, gpu, nb, budget, scoring));
 #if HALFSCOPE_WITH_CUDA
     if (gpu && o.cusolver) report.cases.push_back(cusolver_case(o, name, system, scoring));
 #endif

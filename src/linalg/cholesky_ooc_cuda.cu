@@ -51,35 +51,13 @@
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/cholesky_factor_cuda.hpp"
+#include "linalg/host_pin_cuda.hpp"
 #include "linalg/panel_trsm_cuda.hpp"
 #include "linalg/solve_support_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
 
 namespace halfscope::linalg::detail {
 namespace {
-
-// Pins pageable host storage for the call (DMA at full speed, copies asynchronous) and unpins it
-// after; storage already pinned is left alone. A refusal to pin (a locked-memory limit) leaves
-// the copies pageable: slower and synchronous with the host, still correct.
-class HostPin {
- public:
-  HostPin(void* data, std::int64_t bytes, Memory memory) {
-    if (memory != Memory::host || bytes == 0) return;
-    if (cudaHostRegister(data, static_cast<std::size_t>(bytes), cudaHostRegisterPortable) ==
-        cudaSuccess)
-      data_ = data;
-    else
-      (void)cudaGetLastError();
-  }
-  ~HostPin() {
-    if (data_ && cudaHostUnregister(data_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  HostPin(const HostPin&) = delete;
-  HostPin& operator=(const HostPin&) = delete;
-
- private:
-  void* data_ = nullptr;
-};
 
 std::int64_t slab_elements(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
   const std::int64_t end = c1 < l.tile_cols() ? l.tile_offset(c1, c1) : l.element_count();

@@ -32,7 +32,7 @@ void check_factor(const TileMatrix& l, const char* function, const char* name) {
 }
 
 void check_rhs(const TileMatrix& l, const Array& b, const char* function, const char* name,
-               bool allow_vector) {
+               bool allow_vector, bool any_memory) {
   const std::string where = std::string(function) + ": " + name;
   const std::int64_t n = l.layout.rows();
   const std::string expected =
@@ -50,7 +50,7 @@ void check_rhs(const TileMatrix& l, const Array& b, const char* function, const 
     throw InvalidInput(where + ": expected float32, found " + b.describe());
   if (!b.is_c_contiguous())
     throw InvalidInput(where + ": expected a C-contiguous array, found " + b.describe());
-  if (b.on_device() != l.storage.on_device())
+  if (!any_memory && b.on_device() != l.storage.on_device())
     throw InvalidInput(where + ": expected " + std::string(memory_name(l.storage.memory())) +
                        " memory like the matrix, found " + b.describe());
 }
@@ -116,23 +116,42 @@ std::string position(std::int64_t index, std::int64_t n) {
 
 SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& options) {
   detail::check_factor(l, "solve_right", "l");
-  detail::check_rhs(l, b, "solve_right", "b", false);
+  if (options.device_memory < 0)
+    throw InvalidInput("solve_right: device_memory: expected a size in bytes >= 0, found " +
+                       std::to_string(options.device_memory));
+  // A host factor with one device: solved there, L streamed (b in host memory or on it).
+  const bool streamed = !l.storage.on_device() && options.devices.size() == 1;
+  detail::check_rhs(l, b, "solve_right", "b", false, streamed);
   const std::int64_t n = l.layout.rows();
-  if (const std::int64_t bad = detail::first_non_finite(b); bad >= 0)
-    throw InvalidInput("solve_right: b: every entry must be finite, found a non-finite one at " +
-                       position(bad, n));
-  const std::vector<GemmVariant> variants = detail::factor_variants(l, options.policy);
-  if (options.devices.empty())
-    detail::solve_rows(l, b, variants);
-  else
-    detail::solve_rows_devices(l, b, variants, options.devices);
+  const auto bad_input = [&](std::int64_t bad) {
+    return InvalidInput("solve_right: b: every entry must be finite, found a non-finite one at " +
+                        position(bad, n));
+  };
   // A finite B can still give an inf (an FP32 overflow of a nearly singular factor's solve):
   // loud, never silent.
-  if (const std::int64_t bad = detail::first_non_finite(b); bad >= 0)
-    throw NumericalError("solve_right with policy " + options.policy.name() +
-                         ": the solution has a non-finite entry at " + position(bad, n) +
-                         " (FP32 overflow: the factor is nearly singular or badly scaled)");
+  const auto bad_output = [&](std::int64_t bad) {
+    return NumericalError("solve_right with policy " + options.policy.name() +
+                          ": the solution has a non-finite entry at " + position(bad, n) +
+                          " (FP32 overflow: the factor is nearly singular or badly scaled)");
+  };
+  // The streamed solve checks b on the device where it can (a host scan of the E-ELT's 4.5 GB
+  // of right-hand sides, before and after, cost more than its GPU work).
+  if (!streamed)
+    if (const std::int64_t bad = detail::first_non_finite(b); bad >= 0) throw bad_input(bad);
+  const std::vector<GemmVariant> variants = detail::factor_variants(l, options.policy);
   SolveReport report;
+  if (streamed) {
+    const auto [in, out] = detail::solve_rows_streamed(l, b, variants, options.devices.front(),
+                                                       options.device_memory, report);
+    if (in >= 0) throw bad_input(in);
+    if (out >= 0) throw bad_output(out);
+  } else {
+    if (options.devices.empty())
+      detail::solve_rows(l, b, variants);
+    else
+      detail::solve_rows_devices(l, b, variants, options.devices);
+    if (const std::int64_t bad = detail::first_non_finite(b); bad >= 0) throw bad_output(bad);
+  }
   report.policy = options.policy.name();
   const std::int64_t nt = l.layout.tile_rows();
   for (std::int64_t j = 0; j < nt; ++j)

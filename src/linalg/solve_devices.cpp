@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "halfscope/core/cuda.hpp"
+#include "linalg/cholesky_cuda.hpp"
 #include "linalg/solve_cuda.hpp"
 #endif
 
@@ -36,7 +37,30 @@ void enable_peer_access(int device, int peer) {
     HS_CUDA_CHECK(e);
 }
 
+void check_device(int d, const char* function) {
+  int count = 0;
+  HS_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (d < 0 || d >= count)
+    throw InvalidInput(std::string(function) + ": devices: CUDA device " + std::to_string(d) +
+                       " does not exist (this host has " + std::to_string(count) + ")");
+}
+
 }  // namespace
+
+std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix& l, Array& b,
+                                                          const std::vector<GemmVariant>& variants,
+                                                          int device, std::int64_t device_memory,
+                                                          SolveReport& report) {
+  check_device(device, "solve_right");
+  const StreamedSolve s =
+      solve_right_streamed(l, b, variants, device, device_budget(device, device_memory));
+  report.slabs = s.slabs;
+  report.row_blocks = s.row_blocks;
+  report.host_to_device_bytes = s.host_to_device;
+  report.device_to_host_bytes = s.device_to_host;
+  report.workspace_bytes = s.workspace;
+  return {s.input_non_finite, s.output_non_finite};
+}
 
 void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants,
                         const std::vector<int>& devices) {
@@ -47,12 +71,7 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
     throw InvalidInput("solve_right: devices: b must be on the factor's device " +
                        std::to_string(home) + ", found device " +
                        std::to_string(cuda::device_of(b.data())));
-  int count = 0;
-  HS_CUDA_CHECK(cudaGetDeviceCount(&count));
-  for (const int d : devices)
-    if (d < 0 || d >= count)
-      throw InvalidInput("solve_right: devices: CUDA device " + std::to_string(d) +
-                         " does not exist (this host has " + std::to_string(count) + ")");
+  for (const int d : devices) check_device(d, "solve_right");
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(home));
   HS_CUDA_CHECK(cudaDeviceSynchronize());  // L and B, written on any stream of their device
@@ -90,6 +109,12 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
 }
 
 #else
+
+std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix&, Array&,
+                                                          const std::vector<GemmVariant>&, int,
+                                                          std::int64_t, SolveReport&) {
+  throw Unsupported("solve_right: devices were given but halfscope was built without CUDA");
+}
 
 void solve_rows_devices(const TileMatrix&, Array&, const std::vector<GemmVariant>&,
                         const std::vector<int>&) {

@@ -1,11 +1,14 @@
 // solve_right over several CUDA devices of one host (internal header; solve_devices.cpp).
 #pragma once
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "halfscope/config.hpp"
 #include "halfscope/core/array.hpp"
 #include "halfscope/linalg/policy.hpp"
+#include "halfscope/linalg/solve.hpp"
 #include "halfscope/linalg/tiles.hpp"
 
 namespace halfscope::linalg::detail {
@@ -17,5 +20,15 @@ namespace halfscope::linalg::detail {
 /// every device has finished. Unsupported in a build without CUDA.
 void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants,
                         const std::vector<int>& devices);
+
+/// X A = B in place for a host factor `l` on CUDA device `device` (a validated index), L
+/// streamed through it within `device_memory` bytes (0: the free memory less 5 %;
+/// solve_right_streamed), `b` in host memory or on that device; its slabs, blocks of rows and
+/// bytes moved into `report`. Returns the non-finite entries found (StreamedSolve's fields:
+/// {input, output}, -1 for none). Unsupported in a build without CUDA.
+std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix& l, Array& b,
+                                                          const std::vector<GemmVariant>& variants,
+                                                          int device, std::int64_t device_memory,
+                                                          SolveReport& report);
 
 }  // namespace halfscope::linalg::detail

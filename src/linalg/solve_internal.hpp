@@ -17,9 +17,9 @@ void check_factor(const TileMatrix& l, const char* function, const char* name);
 
 /// InvalidInput naming the function, the argument, the matrix size n and b's dtype / shape /
 /// memory unless b is a C-contiguous float32 r x n array (or, with allow_vector, n or n x r) in
-/// the memory of `l`.
+/// the memory of `l` (any memory with `any_memory`: a host factor solved on a device).
 void check_rhs(const TileMatrix& l, const Array& b, const char* function, const char* name,
-               bool allow_vector);
+               bool allow_vector, bool any_memory = false);
 
 /// Linear index of the first non-finite entry of a float32 array (host or device), or -1.
 std::int64_t first_non_finite(const Array& x);

@@ -158,6 +158,17 @@ TEST(SolveRight, BadInputIsInvalidInputNamingShapes) {
       TileMatrix::from_dense(Array::zeros(DType::f64, {n, n}), 8, TileFill::full, DType::f32);
   Array b = Array::zeros(DType::f32, {1, n});
   EXPECT_THROW((void)solve_right(full, b), InvalidInput);
+  SolveOptions negative;  // checked before any device is touched
+  negative.devices = {0};
+  negative.device_memory = -1;
+  try {
+    (void)solve_right(l, b, negative);
+    ADD_FAILURE() << "no InvalidInput for device_memory -1";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("device_memory: expected a size in bytes >= 0, found -1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // B's solved blocks are FP16 operands of the HP1 updates: 1e6-sized right-hand sides overflow.

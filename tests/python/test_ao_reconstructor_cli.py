@@ -144,3 +144,41 @@ def test_devices_residual_within_the_bound(tmp_path, matrices):
     nr = np.linalg.norm(r64)
     bound = e * np.trace(cmm) * nr + U32 * (np.linalg.norm(cmm) * nr + np.linalg.norm(ctm))
     assert np.linalg.norm(r64 @ cmm - ctm) <= bound
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--device-memory", "0"], ["--device-memory", "above 0", "'0'"]),
+    (["--device-memory", "12Q"], ["--device-memory", "12Q"]),
+    (["--device-memory", "1G", "--device", "cpu"],
+     ["--device-memory 1G", "expected a GPU run", "found --device cpu"]),
+])
+def test_bad_device_memory(tmp_path, args, words):
+    """--device-memory streams Cmm through one GPU: a size above 0, a GPU run; nothing written."""
+    res = run("ao", "reconstructor", SYSTEM, "-o", tmp_path / "R.npy", *args)
+    assert_bad_input(res, *words)
+    assert not (tmp_path / "R.npy").exists()
+
+
+def test_device_memory_streams_cmm_within_the_bound(tmp_path, matrices):
+    """--device-memory 5500K in tiles of 64 (label gpu: skips without a device): Cmm's 1.8 MB of
+    tiles go to host memory, the factorization runs out of core (its scratch alone is 4.9 MB: 7
+    slabs on an H100) and the solves stream the factor; R has the residual bound of the module
+    docstring, as in core."""
+    info = run("info", "--json")
+    assert info.returncode == 0, info.stderr
+    if not json.loads(info.stdout)["devices"]:
+        pytest.skip("no CUDA device")
+    out = tmp_path / "R.npy"
+    res = run("ao", "reconstructor", SYSTEM, "-o", out, "--device", "cuda", "--tile", 64,
+              "--device-memory", "5500K")
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"Cmm in host memory: factorization out of core in (\d+) slabs.*solves in (\d+) "
+                  r"slabs x (\d+) blocks of rows", res.stdout)
+    assert m and int(m.group(1)) > 1, res.stdout
+    r64 = np.load(out).astype(np.float64)
+    assert r64.shape == (M, N)
+    cmm, ctm = matrices["cmm"], matrices["ctm"]
+    e = gamma(3 * N + 1, U32) + 3 * variant_term("SP", N)
+    nr = np.linalg.norm(r64)
+    bound = e * np.trace(cmm) * nr + U32 * (np.linalg.norm(cmm) * nr + np.linalg.norm(ctm))
+    assert np.linalg.norm(r64 @ cmm - ctm) <= bound

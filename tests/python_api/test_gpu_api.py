@@ -214,6 +214,32 @@ def test_cholesky_out_of_core_on_one_device():
     assert forward <= 1e-4, forward
 
 
+def test_reconstructor_streamed_from_host_memory():
+    """hs.ao.reconstructor(Cmm, Ctm, devices=[0], device_memory=...): Cmm tiled in host memory,
+    factored out of core and solved with the factor streamed by slabs (the matrices of
+    test_cholesky_out_of_core_on_one_device, whose 12 MiB forces slabs in both steps). R within
+    the same tolerance of NumPy's solve (1e-4: the factor's, the two substitutions add as much
+    again at kappa < 4, well inside it), and equal within it to the in-core GPU reconstructor."""
+    need_cuda()
+    n, m = 2000, 300
+    rng = np.random.default_rng(9)
+    g = rng.standard_normal((n, n // 4))
+    cmm = np.eye(n) + g @ g.T / n
+    ctm = rng.standard_normal((m, n))
+    r, report = hs.ao.reconstructor(cmm, ctm, tile=128, devices=[0], device_memory=12 << 20,
+                                    full_output=True)
+    assert r.shape == (m, n) and r.dtype == np.float32
+    assert report["out_of_core_slabs"] > 1, report
+    assert report["solve_slabs"] > 1 and report["solve_row_blocks"] >= 1, report
+    assert report["solve_host_to_device_bytes"] >= 4 * n * (n + 1) // 2, report
+    ref = np.linalg.solve(cmm, ctm.T).T
+    assert np.linalg.norm(r - ref) / np.linalg.norm(ref) <= 1e-4
+    in_core = hs.ao.reconstructor(cmm, ctm, tile=128, device="cuda")
+    assert np.linalg.norm(r - in_core) / np.linalg.norm(in_core) <= 1e-4
+    with pytest.raises(hs.InvalidInput, match="device_memory"):
+        hs.ao.reconstructor(cmm, ctm, tile=128, devices=[0], device_memory=-1)
+
+
 def test_cholesky_of_a_cupy_matrix_stays_on_the_device(cupy):
     """A CuPy matrix is tiled, factored and made dense again on its device (no round trip through
     host memory): L comes back as CuPy on that device, equal bit for bit to the factor of the same

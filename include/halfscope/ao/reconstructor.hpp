@@ -42,6 +42,13 @@ struct ReconstructorOptions {
   /// devices (CholeskyOptions::devices) and the solves split the rows of Ctm over them
   /// (SolveOptions::devices).
   std::vector<int> devices{};
+  /// Device memory, in bytes, the GPU run may use (0: none given). Given, or where Cmm's tiles
+  /// and the right-hand sides alone exceed the device's free memory (less 5 %), Cmm and Ctm are
+  /// generated on the GPU piece by piece into pinned host memory, and the factorization and the
+  /// solves stream them through the device within that budget (CholeskyOptions::device_memory,
+  /// SolveOptions::device_memory: out of core where they do not fit). One device only (the
+  /// listed one, or the current); negative: InvalidInput.
+  std::int64_t device_memory = 0;
 };
 
 /// The reconstructor and what building it took.

@@ -98,6 +98,9 @@ struct TorBenchOptions {
   double wavelength_m = 1.65e-6;
   /// CUDA devices of the reconstructor (ReconstructorOptions::devices; empty: the current one).
   std::vector<int> devices{};
+  /// Each policy runs once per entry (ReconstructorOptions::device_memory, bytes; 0: in device
+  /// memory as usual, > 0: Cmm in host memory streamed through the device within that budget).
+  std::vector<std::int64_t> device_memories = {0};
   std::function<void(const std::string&)> progress;
 };
 

@@ -6,6 +6,7 @@
 // `clone()` copies the data. Every size and index is 64-bit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,12 +44,15 @@ class Buffer {
   [[nodiscard]] Memory memory() const noexcept { return memory_; }
 
  private:
-  Buffer(void* data, std::int64_t bytes, Memory memory, bool owned = true)
-      : data_(data), bytes_(bytes), memory_(memory), owned_(owned) {}
+  // Large pinned buffers on huge pages (array.cpp); null where pinning them is refused.
+  static std::shared_ptr<Buffer> allocate_huge_pinned(std::int64_t bytes, std::size_t size);
+  Buffer(void* data, std::int64_t bytes, Memory memory, bool owned = true, bool registered = false)
+      : data_(data), bytes_(bytes), memory_(memory), owned_(owned), registered_(registered) {}
   void* data_;
   std::int64_t bytes_;
   Memory memory_;
   bool owned_;
+  bool registered_;  // pinned by cudaHostRegister on an aligned_alloc block (large buffers)
 };
 
 /// A non-owning typed 2D view (row-major with a row stride), for kernels and backends.

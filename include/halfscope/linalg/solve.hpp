@@ -25,22 +25,50 @@ struct SolveOptions {
   /// factor's device solves its rows in place; every other device solves a copy of its rows with
   /// a copy of L (peer to peer), the same arithmetic per row. L and B on one device.
   std::vector<int> devices{};
+  /// With `l` in host memory and one listed device, the solve runs on that device with L
+  /// streamed through it by slabs of tile columns (the out-of-core factor of cholesky_tiles is
+  /// solved where it was factored; src/linalg/solve_ooc_cuda.cu), `b` in host memory (solved by
+  /// blocks of rows that fit) or on that device (solved in place). The device memory, in bytes,
+  /// it may use there (0, or more than the device has free: what it has free, less 5 %). Ignored
+  /// for `l` in device memory. Negative, or a budget that cannot hold two slabs of one tile
+  /// column and one row of b: InvalidInput, naming both.
+  std::int64_t device_memory = 0;
 };
 
 /// What a solve did.
 struct SolveReport {
   std::string policy;                   // the policy's name
   std::array<std::int64_t, 7> tiles{};  // off-diagonal tiles of L per variant (GemmVariant order)
+  /// A factor in host memory solved on a device (SolveOptions::device_memory): the slabs of tile
+  /// columns it was streamed in (1: L went over once and stayed), the blocks of b's rows solved
+  /// one after the other (each streams L twice), the bytes copied each way and the device memory
+  /// allocated. All 0 otherwise.
+  std::int64_t slabs = 0;
+  std::int64_t row_blocks = 0;
+  std::int64_t host_to_device_bytes = 0;
+  std::int64_t device_to_host_bytes = 0;
+  std::int64_t workspace_bytes = 0;
 
   /// Tiles of one variant.
   [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {
     return tiles[static_cast<std::size_t>(v)];
   }
+
+  /// Calls f(name, value) for each count above, under the names the CLI's reports give them.
+  template <class F>
+  void for_each_count(F&& f) const {
+    f("slabs", slabs);
+    f("row_blocks", row_blocks);
+    f("host_to_device_bytes", host_to_device_bytes);
+    f("device_to_host_bytes", device_to_host_bytes);
+    f("workspace_bytes", workspace_bytes);
+  }
 };
 
 /// X A = B in place, A = L L^T: `l` is a factor from cholesky_tiles (lower float32 tiles), `b` an
 /// r x n C-contiguous float32 array (each row one right-hand side) in the same memory as `l`
-/// (host, or the same device), overwritten with B A^-1: first Y L^T = B
+/// (host, or the same device; with `l` on the host and one listed device, host or that device),
+/// overwritten with B A^-1: first Y L^T = B
 /// (Y = B L^-T), then X L = Y, each over the tile columns of L: FP32 TRSM on the diagonal tiles,
 /// the off-diagonal updates in the policy's variant. InvalidInput for another dtype, shape (the
 /// message gives n and b's shape), layout or memory; NumericalError when an FP16 conversion of an

@@ -3,7 +3,8 @@
 // tile Cholesky under the options' policy, then X Cmm = Ctm by the two triangular solves
 // (study 002 Algorithms 1 and 2). Everything stays where the device is: on the GPU, Cmm and Ctm
 // are generated in device memory and never cross PCIe until R is returned (if asked for on the
-// host).
+// host). With a device-memory budget (or where they cannot fit the device) they live in host
+// memory instead and stream through the GPU (on_host_memory; docs/scaling.md).
 //
 // Layouts: Ctm (m x n, row-major) is exactly the r x n right-hand-side form of solve_right, so
 // it is solved in place and becomes R. With the Woodbury treatment of the LGS tip-tilt constants
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ao/reconstructor_host.hpp"
@@ -67,6 +69,42 @@ class PhaseTimer {
   std::optional<cuda::EventTimer> events_;
 #endif
 };
+
+// The run with Cmm and Ctm in host memory (ReconstructorOptions::device_memory): generated on
+// `device` piece by piece into pinned host memory, factored out of core where they do not fit the
+// budget, solved with the factor streamed through the device.
+Reconstructor on_host_memory(const AoSystem& system, const ReconstructorOptions& options,
+                             const std::vector<detail::TiptiltGroup>& groups, int device,
+                             std::int64_t budget, Reconstructor out) {
+  const auto q = static_cast<std::int64_t>(groups.size());
+  PhaseTimer timer(out.device);
+  timer.start();
+  linalg::TileMatrix cmm = detail::covariance_tiles_on_host(
+      q > 0 ? detail::without_lgs_tiptilt(system) : system, options.tile, device, budget);
+  const std::int64_t m = truth_count(system);
+  Array rhs = detail::ctm_rows_on_host(system, m + q, device, budget);
+  if (q > 0) detail::write_indicator_rows(rhs, m, groups);
+  out.covariance_ms = timer.stop_ms();
+  linalg::CholeskyOptions factor;
+  factor.policy = options.policy;
+  factor.recover = options.recover;
+  factor.devices = {device};
+  factor.device_memory = budget;
+  timer.start();
+  out.factor = linalg::cholesky_tiles(cmm, factor);
+  out.factor_ms = timer.stop_ms();
+  linalg::SolveOptions solve;
+  solve.policy = options.solve_policy;
+  solve.devices = {device};
+  solve.device_memory = budget;
+  timer.start();
+  out.solve = linalg::solve_right(cmm, rhs, solve);
+  detail::apply_tiptilt_correction(rhs, m, groups);
+  out.solve_ms = timer.stop_ms();
+  Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;  // pinned: host memory, returned as it is
+  out.matrix = options.result_memory == Memory::device ? r.to(Memory::device) : r;
+  return out;
+}
 
 }  // namespace
 
@@ -140,35 +178,8 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
     on_host = options.device_memory > 0 || tiles + rhs > budget;
   }
 
+  if (on_host) return on_host_memory(system, options, groups, device, budget, std::move(out));
   PhaseTimer timer(out.device);
-  if (on_host) {
-    timer.start();
-    linalg::TileMatrix cmm = detail::covariance_tiles_on_host(
-        q > 0 ? detail::without_lgs_tiptilt(system) : system, options.tile, device, budget);
-    const std::int64_t m = truth_count(system);
-    Array rhs = detail::ctm_rows_on_host(system, m + q, device, budget);
-    if (q > 0) detail::write_indicator_rows(rhs, m, groups);
-    out.covariance_ms = timer.stop_ms();
-    linalg::CholeskyOptions factor;
-    factor.policy = options.policy;
-    factor.recover = options.recover;
-    factor.devices = {device};
-    factor.device_memory = budget;
-    timer.start();
-    out.factor = linalg::cholesky_tiles(cmm, factor);
-    out.factor_ms = timer.stop_ms();
-    linalg::SolveOptions solve;
-    solve.policy = options.solve_policy;
-    solve.devices = {device};
-    solve.device_memory = budget;
-    timer.start();
-    out.solve = linalg::solve_right(cmm, rhs, solve);
-    detail::apply_tiptilt_correction(rhs, m, groups);
-    out.solve_ms = timer.stop_ms();
-    Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;  // pinned: host memory, returned as it is
-    out.matrix = options.result_memory == Memory::device ? r.to(Memory::device) : r;
-    return out;
-  }
   timer.start();
   linalg::TileMatrix cmm = covariance_tiles(q > 0 ? detail::without_lgs_tiptilt(system) : system,
                                             CovarianceKind::cmm, options.tile, covariance_options);

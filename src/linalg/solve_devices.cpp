@@ -2,7 +2,8 @@
 // B are independent right-hand sides, so each listed device solves a contiguous block of them
 // with its own copy of the factor, on its own host thread; the device that holds L and B solves
 // its block in place. One copy of L per other device (peer to peer: 20 GB in about 50 ms over
-// NVLink at the E-ELT's n = 100,368) buys a solve with no other traffic.
+// NVLink at the E-ELT's n = 100,368) buys a solve with no other traffic. A host factor with one
+// listed device goes to the streamed solve (solve_ooc_cuda.cu) instead.
 #include "linalg/solve_devices.hpp"
 
 #include <algorithm>

@@ -34,14 +34,13 @@ struct Case {
   double unit;  // the agreement required (relative Frobenius)
 };
 
-double relative_difference(const Array& got, const Array& ref) {
-  double num = 0, den = 0;
-  for (std::int64_t k = 0; k < ref.size(); ++k) {
-    const double d = static_cast<double>(got.data_as<float>()[k]) - ref.data_as<float>()[k];
-    num += d * d;
-    den += static_cast<double>(ref.data_as<float>()[k]) * ref.data_as<float>()[k];
-  }
-  return std::sqrt(num / den);
+using halfscope::test::relative_difference;
+
+// The KMS matrix of order n (kappa < 64) factored in FP32 tiles of nb in host memory.
+TileMatrix host_factor(std::int64_t n, std::int64_t nb) {
+  TileMatrix host = test::tiled(test::kms(n, kRho, 1.0), n, nb, Memory::host);
+  (void)cholesky_tiles(host, CholeskyOptions{});
+  return host;
 }
 
 Array random_rows(std::int64_t r, std::int64_t n, unsigned seed, float scale = 1.0f) {
@@ -126,9 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(GpuSolveStreamed, Fp16OverflowNamesTheSameBlockAsInCore) {
   HS_REQUIRE_GPU();
-  const std::int64_t n = 300, nb = 64;
-  TileMatrix host = test::tiled(test::kms(n, kRho, 1.0), n, nb, Memory::host);
-  (void)cholesky_tiles(host, CholeskyOptions{});
+  const std::int64_t n = 300;
+  const TileMatrix host = host_factor(n, 64);
   TileMatrix device(host.layout, DType::f32, Memory::device);
   copy_bytes(device.storage.data(), Memory::device, host.storage.data(), Memory::host,
              host.storage.nbytes());
@@ -156,9 +154,8 @@ TEST(GpuSolveStreamed, Fp16OverflowNamesTheSameBlockAsInCore) {
 
 TEST(GpuSolveStreamed, NonFiniteRightHandSideLeavesBUntouched) {
   HS_REQUIRE_GPU();
-  const std::int64_t n = 1100, nb = 64;
-  TileMatrix host = test::tiled(test::kms(n, kRho, 1.0), n, nb, Memory::host);
-  (void)cholesky_tiles(host, CholeskyOptions{});
+  const std::int64_t n = 1100;
+  const TileMatrix host = host_factor(n, 64);
   SolveOptions options;
   options.devices = {0};
   // 0: b in one block (checked on the device); 1.75 MiB: several blocks (checked on the host).
@@ -185,9 +182,8 @@ TEST(GpuSolveStreamed, NonFiniteRightHandSideLeavesBUntouched) {
 
 TEST(GpuSolveStreamed, TooSmallBudgetNamesWhatItNeeds) {
   HS_REQUIRE_GPU();
-  const std::int64_t n = 1100, nb = 64;
-  TileMatrix host = test::tiled(test::kms(n, kRho, 1.0), n, nb, Memory::host);
-  (void)cholesky_tiles(host, CholeskyOptions{});
+  const std::int64_t n = 1100;
+  const TileMatrix host = host_factor(n, 64);
   SolveOptions options;
   options.devices = {0};
   options.device_memory = 100 << 10;

@@ -38,6 +38,7 @@
 #include "halfscope/mpi/solve.hpp"
 #include "share_cores.hpp"
 #include "small_system_options.hpp"
+#include "test_support.hpp"
 
 namespace halfscope::mpi {
 namespace {
@@ -75,16 +76,6 @@ Array my_rows(const Comm& world, std::int64_t n, float scale) {
   std::vector<float> values(static_cast<std::size_t>(r * n));
   for (float& x : values) x = scale * u(rng);
   return Array::from_values<float>(values, {r, n});
-}
-
-double rel_diff(const Array& got, const Array& ref) {
-  double num = 0, den = 0;
-  for (std::int64_t k = 0; k < ref.size(); ++k) {
-    const double d = static_cast<double>(got.data_as<float>()[k]) - ref.data_as<float>()[k];
-    num += d * d;
-    den += static_cast<double>(ref.data_as<float>()[k]) * ref.data_as<float>()[k];
-  }
-  return std::sqrt(num / den);
 }
 
 ao::CovarianceOptions gpu_f32() {
@@ -186,8 +177,8 @@ TEST(MpiReconstructorGpu, DeviceSolveAgreesWithTheOneProcessGpuSolve) {
         EXPECT_EQ(world.sum(traffic.bytes_sent), world.sum(traffic.bytes_received));
         if (!b.empty()) {
           EXPECT_EQ(got.tiles, one.tiles);
-          EXPECT_LE(rel_diff(x, want), 2 * (2 * kKappaBound * 3 * e));
-          EXPECT_LE(rel_diff(x, want), unit);
+          EXPECT_LE(halfscope::test::relative_difference(x, want), 2 * (2 * kKappaBound * 3 * e));
+          EXPECT_LE(halfscope::test::relative_difference(x, want), unit);
         }
         // Rows already on the rank's device are solved there, with the same arithmetic.
         Array on_gpu = b.empty() ? Array{} : b.to(Memory::device);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 
 namespace halfscope::test {
@@ -52,6 +54,17 @@ inline std::vector<float> random_floats(std::int64_t n, float lo, float hi, std:
   std::vector<float> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = dist(rng);
   return v;
+}
+
+/// ||got - ref||_F / ||ref||_F of two float32 host arrays of the same size, in FP64.
+inline double relative_difference(const Array& got, const Array& ref) {
+  double num = 0, den = 0;
+  for (std::int64_t k = 0; k < ref.size(); ++k) {
+    const double d = static_cast<double>(got.data_as<float>()[k]) - ref.data_as<float>()[k];
+    num += d * d;
+    den += static_cast<double>(ref.data_as<float>()[k]) * ref.data_as<float>()[k];
+  }
+  return std::sqrt(num / den);
 }
 
 /// The message of `call`'s exception E, or "" when it throws nothing.

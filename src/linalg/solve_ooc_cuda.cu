@@ -254,8 +254,10 @@ StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
     }
   for (const OperandFormat f : {OperandFormat::fp16, OperandFormat::bf16, OperandFormat::tf32})
     z.span_used[static_cast<std::size_t>(f)] = z.used[static_cast<std::size_t>(f)];
-  // Tag tables: the in-core ones (built below) and one entry per (column, format, tile below).
-  z.tags = 3 * nt * nt;
+  // Tag tables: the in-core ones (built below: per step and format in use, a tile column or
+  // row, both passes) and the backward stacks' (per column and format, the tiles below): at most
+  // 4 + 4 + 5 entries per tile pair, halved.
+  z.tags = 7 * nt * nt;
   const std::int64_t one_column = column_elements(layout, 0, 1) * 4;
   const std::int64_t one_span = column_elements(layout, 0, std::min(kSolveSpan, nt)) * 4;
   // The rows solved at a time: all of b's, else as many as fit beside slabs of a span, else of

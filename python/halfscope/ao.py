@@ -47,12 +47,6 @@ def covariance(system, kind="cmm", *, dtype="float64", device=None, noise=True) 
                                _arrays.device_name(device), bool(noise))
 
 
-def _budget(device_memory) -> int:
-    """``device_memory`` of a system's reconstructor: bytes >= 0, no device list needed (the
-    current device; the library checks the rest)."""
-    return _device_memory(device_memory, [None])
-
-
 def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy="uniform:SP",
                   tile=1024, recover=False, device=None, devices=None, tiptilt="woodbury",
                   device_memory=0, full_output=False):
@@ -87,10 +81,12 @@ def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy=
             raise _core.InvalidInput("policy: a Python function needs the matrices; pass a "
                                      "policy string with a system")
         where = _arrays.device_name(device)
+        listed = _device_list(devices, where)
+        # A system's run needs no device list: the budget bounds the current device.
+        budget = _device_memory(device_memory, listed, needs_devices=False)
         r = _core.ao_reconstructor_system(_system_json(cmm_or_system), str(policy), None,
                                           str(solve_policy), int(tile), bool(recover), where,
-                                          _device_list(devices, where), str(tiptilt),
-                                          _budget(device_memory))
+                                          listed, str(tiptilt), budget)
         return (r["R"], r["report"]) if full_output else r["R"]
     a = _arrays.prepare(cmm_or_system, "cmm")
     b = _arrays.prepare(ctm, "ctm", like_array=a)

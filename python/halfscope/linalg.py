@@ -52,14 +52,14 @@ def _device_list(devices, device: str) -> list:
     return out
 
 
-def _device_memory(device_memory, devices: list) -> int:
+def _device_memory(device_memory, devices: list, needs_devices: bool = True) -> int:
     """The budget in bytes for the core: an integer >= 0 (0: what each device has free, less 5 %),
-    and only with a device list, whose devices it bounds."""
+    and, with ``needs_devices``, only with a device list, whose devices it bounds."""
     if isinstance(device_memory, bool) or not isinstance(device_memory, numbers.Integral) \
             or device_memory < 0:
         raise _core.InvalidInput(f"device_memory: expected a size in bytes >= 0 (an integer), "
                                  f"found {device_memory!r}")
-    if device_memory > 0 and not devices:
+    if needs_devices and device_memory > 0 and not devices:
         raise _core.InvalidInput(f"device_memory={device_memory}: expected a device list to bound "
                                  f"(e.g. devices=[0]), found devices=None")
     return int(device_memory)

@@ -17,6 +17,7 @@
 
 #include "halfscope/core/cuda.hpp"
 #include "linalg/cholesky_cuda.hpp"
+#include "linalg/out_of_core_cuda.hpp"
 #endif
 
 namespace halfscope::ao::detail {
@@ -34,9 +35,7 @@ linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t
                          Memory::pinned);
   const linalg::TileLayout& l = out.layout;
   const std::int64_t nt = l.tile_cols(), cap = budget / 3;
-  const auto start = [&](std::int64_t c) {
-    return c < nt ? l.tile_offset(c, c) : l.element_count();
-  };
+  using linalg::detail::column_elements;
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
   // One device buffer of the widest slab; each slab generated there, then copied straight into
@@ -44,24 +43,24 @@ linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t
   std::vector<std::int64_t> starts{0};  // slabs: the widest runs of columns within the cap
   while (starts.back() < nt) {
     std::int64_t c1 = starts.back() + 1;
-    while (c1 < nt && (start(c1 + 1) - start(starts.back())) * 4 <= cap) ++c1;
+    while (c1 < nt && column_elements(l, starts.back(), c1 + 1) * 4 <= cap) ++c1;
     starts.push_back(c1);
   }
   std::int64_t widest = 0;
   for (std::size_t x = 0; x + 1 < starts.size(); ++x)
-    widest = std::max(widest, start(starts[x + 1]) - start(starts[x]));
+    widest = std::max(widest, column_elements(l, starts[x], starts[x + 1]));
   Array buffer(DType::f32, {widest}, Memory::device);
   for (std::size_t x = 0; x + 1 < starts.size(); ++x) {
-    const std::int64_t c0 = starts[x], c1 = starts[x + 1];
+    const std::int64_t c0 = starts[x], c1 = starts[x + 1], origin = l.tile_offset(c0, c0);
+    const std::int64_t elements = column_elements(l, c0, c1);
     std::vector<std::int64_t> offsets(static_cast<std::size_t>(nt * nt), -1);
     for (std::int64_t j = c0; j < c1; ++j)
       for (std::int64_t i = j; i < nt; ++i)
-        offsets[static_cast<std::size_t>(i * nt + j)] = l.tile_offset(i, j) - start(c0);
+        offsets[static_cast<std::size_t>(i * nt + j)] = l.tile_offset(i, j) - origin;
     covariance_tiles_selected_device(system, CovarianceKind::cmm, l, buffer.data_as<float>(),
-                                     start(c1) - start(c0), offsets, true);
-    HS_CUDA_CHECK(cudaMemcpy(out.storage.data_as<float>() + start(c0), buffer.data(),
-                             static_cast<std::size_t>((start(c1) - start(c0)) * 4),
-                             cudaMemcpyDeviceToHost));
+                                     elements, offsets, true);
+    HS_CUDA_CHECK(cudaMemcpy(out.storage.data_as<float>() + origin, buffer.data(),
+                             static_cast<std::size_t>(elements * 4), cudaMemcpyDeviceToHost));
   }
   return out;
 }

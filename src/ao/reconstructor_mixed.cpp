@@ -171,9 +171,9 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
     device = options.devices.empty() ? cuda::current_device() : options.devices.front();
 #endif
     budget = detail::reconstructor_budget(device, options.device_memory);
-    const std::int64_t n = measurement_count(system), nb = options.tile;
-    const std::int64_t nt = (n + nb - 1) / nb;
-    const std::int64_t tiles = nt * (nt + 1) / 2 * nb * nb * 4;
+    const std::int64_t n = measurement_count(system);
+    const std::int64_t tiles =
+        linalg::TileLayout(n, n, options.tile, linalg::TileFill::lower).element_count() * 4;
     const std::int64_t rhs = (truth_count(system) + q) * n * 4;
     on_host = options.device_memory > 0 || tiles + rhs > budget;
   }

@@ -181,10 +181,6 @@ struct Factor {
   const void** b_ptrs = nullptr;
   void** c_ptrs = nullptr;
 
-  static bool rounds_c(GemmVariant v) {
-    return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
-  }
-
   // Host pointer arrays for the columns k + 3 .. NT - 1 this factor owns of every step (column
   // k + 2 goes alone, first, so that the panel stream's look-ahead can start on it; out of core
   // every panel k < resident_end, streamed or resident, and the slab's columns from k + 3 on,

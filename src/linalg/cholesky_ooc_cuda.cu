@@ -51,7 +51,7 @@
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/cholesky_factor_cuda.hpp"
-#include "linalg/host_pin_cuda.hpp"
+#include "linalg/out_of_core_cuda.hpp"
 #include "linalg/panel_trsm_cuda.hpp"
 #include "linalg/solve_support_cuda.hpp"
 #include "linalg/tile_cuda.hpp"
@@ -59,25 +59,17 @@
 namespace halfscope::linalg::detail {
 namespace {
 
-std::int64_t slab_elements(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
-  const std::int64_t end = c1 < l.tile_cols() ? l.tile_offset(c1, c1) : l.element_count();
-  return end - l.tile_offset(c0, c0);
-}
-
 // Where a slab's split16 parts start in its buffer: after its tiles, 256-byte aligned.
 std::int64_t split_offset(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
-  return (slab_elements(l, c0, c1) * 4 + 255) / 256 * 256;
+  return (column_elements(l, c0, c1) * 4 + 255) / 256 * 256;
 }
 
 // Device bytes of slab [c0, c1): its tiles and, with split16, the FP16 parts of one panel tile
 // per column (the rows of the slab's diagonal tiles, Factor::split_parts).
 std::int64_t slab_bytes(const TileLayout& l, std::int64_t c0, std::int64_t c1, bool split16) {
   const std::int64_t nb = l.tile_size();
-  return split16 ? split_offset(l, c0, c1) + (c1 - c0) * 8 * nb * nb : slab_elements(l, c0, c1) * 4;
-}
-
-std::string gb(std::int64_t bytes) {
-  return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 6) + " GB";
+  return split16 ? split_offset(l, c0, c1) + (c1 - c0) * 8 * nb * nb
+                 : column_elements(l, c0, c1) * 4;
 }
 
 // First column of every slab, then NT: the widest runs of columns that fit half of what the
@@ -129,7 +121,7 @@ std::int64_t out_of_core_fixed_bytes(const TileLayout& l, const std::vector<Gemm
   for (std::int64_t j = 3; j < nt; ++j) {
     std::int64_t per_step = l.tile_height(j) == nb ? 1 : 0;
     for (std::int64_t i = j + 1; i < nt; ++i)
-      per_step += Factor::rounds_c(v[static_cast<std::size_t>(i * nt + j)]) ? 0 : 1;
+      per_step += rounds_c(v[static_cast<std::size_t>(i * nt + j)]) ? 0 : 1;
     triples += (j - 2) * per_step;
   }
   // The second factor's step buffers, the staging columns, the slab flags.
@@ -272,7 +264,7 @@ OutOfCore cholesky_cuda_out_of_core(TileMatrix& a, const std::vector<GemmVariant
   // Slab s's tiles in once slab s - 2 went back, its steps are done, and slab s - 1's left phase
   // copied its columns.
   const auto upload = [&](std::int64_t s) {
-    const std::int64_t c0 = starts[s], elems = slab_elements(l, c0, starts[s + 1]);
+    const std::int64_t c0 = starts[s], elems = column_elements(l, c0, starts[s + 1]);
     if (s >= 2)
       wait(up, slab_free[s % 2]), wait(up, inner_done[s - 2]), wait(up, previous_read[s - 1]);
     HS_CUDA_CHECK(cudaMemcpyAsync(slab[s % 2], host + l.tile_offset(c0, c0),

@@ -50,10 +50,6 @@ struct Phase {
   std::vector<std::pair<std::int64_t, std::int64_t>> tiles;  // HP2 / HP3 / DP tiles (i, j)
 };
 
-bool rounds_c(GemmVariant v) {
-  return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
-}
-
 int select(int device) {
   HS_CUDA_CHECK(cudaSetDevice(device));
   return device;

@@ -33,7 +33,7 @@
 #include "halfscope/core/cuda.hpp"
 #include "halfscope/core/cuda_memory.hpp"
 #include "halfscope/core/error.hpp"
-#include "linalg/host_pin_cuda.hpp"
+#include "linalg/out_of_core_cuda.hpp"
 #include "linalg/solve_cuda.hpp"
 #include "linalg/solve_internal.hpp"
 #include "linalg/solve_steps_cuda.cuh"
@@ -43,19 +43,6 @@ namespace halfscope::linalg::detail {
 namespace {
 
 constexpr int kF = kSolveFormats;
-
-std::string gb(std::int64_t bytes) {
-  return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 6) + " GB";
-}
-
-std::int64_t column_elements(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
-  const std::int64_t end = c1 < l.tile_cols() ? l.tile_offset(c1, c1) : l.element_count();
-  return end - l.tile_offset(c0, c0);
-}
-
-bool rounds_c(GemmVariant v) {
-  return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
-}
 
 // What the solve allocates on the device, as a function of the rows solved at a time.
 struct Sizes {

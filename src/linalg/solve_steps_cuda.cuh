@@ -151,8 +151,7 @@ struct SolveSteps {
   // rows; tile rows ti0 + t, column tj, or transposed for the backward pass).
   void run(GemmVariant v, GemmBatch g, std::int64_t step, std::int64_t ti0, std::int64_t tj,
            bool transposed) const {
-    if (v != GemmVariant::HP2 && v != GemmVariant::HP3 && v != GemmVariant::DP)
-      return gemm_batched(h, v, g);
+    if (!rounds_c(v)) return gemm_batched(h, v, g);
     const std::int64_t count = g.batch;
     const auto bytes = format_bytes(operand_format(v));
     for (std::int64_t t = 0; t < count; ++t) {

@@ -168,6 +168,12 @@ void gemm_batched(cublasHandle_t handle, GemmVariant variant, const GemmBatch& g
 /// The C format a variant updates (fp32, or fp16 for HP3, fp64 for DP).
 OperandFormat c_format(GemmVariant v) noexcept;
 
+/// Whether a variant rounds or widens C (HP2, HP3, DP): its updates run one tile at a time
+/// through gemm_rounding_c.
+inline bool rounds_c(GemmVariant v) noexcept {
+  return v == GemmVariant::HP2 || v == GemmVariant::HP3 || v == GemmVariant::DP;
+}
+
 /// The update of `g` in a variant that rounds C (HP2, HP3, DP) for the FP32 C blocks of `cset`
 /// (cset.base = g.c, with cset's c_entry tags: `count` packed tiles of rows x cols one after
 /// another, or one block of leading dimension src_ld = dst_ld = g.ldc): HP2 rounds C to FP16 in

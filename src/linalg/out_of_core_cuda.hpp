@@ -1,11 +1,15 @@
-// Pinning of host storage for the out-of-core paths (internal header, CUDA builds only).
+// What the out-of-core paths share (internal header, CUDA builds only): pinning of host storage,
+// the size of a run of tile columns, the gigabytes in their messages. Users: cholesky_ooc_cuda.cu,
+// solve_ooc_cuda.cu.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "halfscope/core/array.hpp"
+#include "halfscope/linalg/tiles.hpp"
 
 namespace halfscope::linalg::detail {
 
@@ -31,5 +35,17 @@ class HostPin {
  private:
   void* data_ = nullptr;
 };
+
+/// Elements of tile columns [c0, c1) of a lower layout, each from its diagonal tile down: one
+/// contiguous range, so a slab of columns is one copy.
+inline std::int64_t column_elements(const TileLayout& l, std::int64_t c0, std::int64_t c1) {
+  const std::int64_t end = c1 < l.tile_cols() ? l.tile_offset(c1, c1) : l.element_count();
+  return end - l.tile_offset(c0, c0);
+}
+
+/// "0.0053 GB": a byte count for the budget messages.
+inline std::string gb(std::int64_t bytes) {
+  return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 6) + " GB";
+}
 
 }  // namespace halfscope::linalg::detail

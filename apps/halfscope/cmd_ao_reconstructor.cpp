@@ -255,8 +255,10 @@ void run_ao_reconstructor(const Globals& g, const AoReconstructorCliOptions& c) 
                      ", copied "
               << rec.factor.host_to_device_bytes << " bytes host->device and "
               << rec.factor.device_to_host_bytes << " back; solves in " << rec.solve.slabs
-              << " slabs x " << rec.solve.row_blocks << " blocks of rows, copied "
-              << rec.solve.host_to_device_bytes << " bytes host->device and "
+              << " slabs x " << rec.solve.row_blocks << " blocks of rows ("
+              << (rec.rhs_memory == Memory::device ? "right-hand sides on the device"
+                                                   : "right-hand sides in host memory")
+              << "), copied " << rec.solve.host_to_device_bytes << " bytes host->device and "
               << rec.solve.device_to_host_bytes << " back\n";
   // Scored before writing, so a failing evaluation leaves no file behind either.
   if (c.evaluate) print_evaluation(system, rec.matrix, o.device, c.wavelength_m);

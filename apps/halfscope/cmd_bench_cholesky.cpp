@@ -24,7 +24,7 @@ constexpr const char* kDefaultPolicies =
     "uniform:SP;uniform:TF32;uniform:HP1;uniform:HP3;band:SP=1,HP1=rest;adaptive:tol=1e-6";
 
 struct CholBenchArgs {
-  std::string json, sizes, systems, policies = kDefaultPolicies, device = "auto", device_memory;
+  std::string json, sizes, systems, policies = kDefaultPolicies, device, device_memory;
   std::int64_t tile = 0, error_tiles = 64;
   int repeats = 3, warmup = 1, layers = 10;
   bool no_cusolver = false;
@@ -34,7 +34,7 @@ struct CholBenchArgs {
 
 struct TorBenchArgs {
   std::string json, systems = "check,mid", policies = kDefaultPolicies, solve_policy = "uniform:SP",
-                    device = "auto", tiptilt = "woodbury";
+                    device, tiptilt = "woodbury";
   std::int64_t tile = 0, max_fp64_n = 50000;
   int repeats = 3, warmup = 1, layers = 10;
   bool no_cusolver = false;
@@ -50,7 +50,9 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
-DeviceKind device_of(const std::string& text, const char* command) {
+// The subcommand's --device, or the global one when it is not given.
+DeviceKind device_of(const std::string& own, const Globals& g, const char* command) {
+  const std::string& text = own.empty() ? g.device : own;
   if (text != "auto" && text != "cpu" && text != "cuda")
     throw InvalidInput(std::string(command) + ": --device takes auto, cpu or cuda, found '" + text +
                        "'");
@@ -155,7 +157,7 @@ void run_cholesky_bench(const CholBenchArgs& a, const Globals& g) {
   o.layers = a.layers;
   o.error_tiles = a.error_tiles;
   o.cusolver = !a.no_cusolver;
-  o.device = device_of(a.device, "bench cholesky");
+  o.device = device_of(a.device, g, "bench cholesky");
   o.devices = a.devices;
   if (a.device_memory_given) {
     o.device_memory = parse_size(a.device_memory, "bench cholesky: --device-memory");
@@ -192,7 +194,7 @@ void run_tor_bench(const TorBenchArgs& a, const Globals& g) {
       o.device_memories.push_back(size == "0" ? 0 : parse_size(size, "bench tor: --device-memory"));
   }
   o.cusolver = !a.no_cusolver;
-  o.device = device_of(a.device, "bench tor");
+  o.device = device_of(a.device, g, "bench tor");
   o.progress = [&g](const std::string& m) { info(g, m); };
   const bench::BenchReport r = bench::run_tor_bench(o);
   print_tor(r);
@@ -216,7 +218,7 @@ void add_common(CLI::App* cmd, Args& a) {
   cmd->add_option("--warmup", a.warmup, "untimed runs per case before the timed ones")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
-  cmd->add_option("--device", a.device, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a.device, "auto, cpu or cuda (default: the global --device)");
   cmd->add_option("--layers", a.layers, "atmosphere profile of the presets: 10 or 60")
       ->capture_default_str()
       ->check(CLI::IsMember({10, 60}));

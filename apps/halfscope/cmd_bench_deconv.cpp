@@ -20,8 +20,8 @@ namespace {
 
 struct DeconvBenchArgs {
   std::string json, snr = "37,16", solvers = "fixed,optimal,backtracking,half-then-float,cg",
-                    precisions = "single,half,mixed,split", device = "auto", boundary = "circular",
-                    dump, fig8_png, results = "bench/results", psf_norm = "unit";
+                    precisions = "single,half,mixed,split", device, boundary = "circular", dump,
+                    fig8_png, results = "bench/results", psf_norm = "unit";
   std::int64_t size = 0, iterations = 0,
                trace_every = 0;  // 0: 2048 and 500, or 256 and 400 with --quick
   double target = 1e-3, lambda = 0.01;
@@ -132,7 +132,7 @@ void run_bench_deconv(const DeconvBenchArgs& a, const Globals& g) {
   o.target = a.target;
   o.lambda = a.lambda;
   o.boundary = parse_boundary(a.boundary);
-  o.device = parse_device_kind(a.device);
+  o.device = parse_device_kind(a.device.empty() ? g.device : a.device);
   o.seed = a.seed;
   o.dump_dir = a.dump;
   o.fig8_png = a.fig8_png;
@@ -163,9 +163,8 @@ void register_bench_deconv(CLI::App& bench, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--iterations", a->iterations, "iterations per run (default 500; 400 --quick)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
-  cmd->add_option("--device", a->device, "auto, cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  cmd->add_option("--device", a->device, "auto, cpu or cuda (default: the global --device)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--target", a->target, "relative distance to the exact solution (headline)")
       ->capture_default_str();
   cmd->add_option("--lambda", a->lambda, "Tikhonov weight")->capture_default_str();

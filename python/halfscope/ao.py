@@ -67,13 +67,15 @@ def reconstructor(cmm_or_system, ctm=None, *, policy="uniform:SP", solve_policy=
         generated on the current device). None: one device or the CPU, as ``device`` says. Not
         with device='cpu' (InvalidInput); Unsupported without a usable CUDA device.
     device_memory : bytes the GPU run may use on its one device (0: none given). Cmm's tiles (and
-        a system's Ctm) then stay in host memory and the factorization and the solves stream
-        them through the device, out of core where they do not fit (docs/scaling.md). From a
-        system: the current device or the one listed; from matrices it needs ``devices=[d]``.
+        a system's Ctm, unless it fits on the device beside the streamed solve) then stay in host
+        memory and the factorization and the solves stream them through the device, out of core
+        where they do not fit (docs/scaling.md). From a system: the current device or the one
+        listed; from matrices it needs ``devices=[d]``.
 
     Returns R as the kind of array Cmm is (NumPy for a system); with full_output, (R, report)
     (the factorization's out_of_core_slabs and bytes copied, the solves' solve_slabs,
-    solve_row_blocks and solve_host_to_device_bytes among its fields).
+    solve_row_blocks and solve_host_to_device_bytes among its fields; from a system, rhs_memory:
+    where Ctm was solved, "device", "pinned" or "host").
     Raises halfscope.NotPositiveDefinite naming the tile and the policy.
     """
     if ctm is None:

@@ -108,6 +108,7 @@ nb::dict reconstructor_of_system(const std::string& system, const std::string& p
   rep["factor_ms"] = r.factor_ms;
   rep["solve_ms"] = r.solve_ms;
   rep["tiptilt_groups"] = r.tiptilt_groups;
+  rep["rhs_memory"] = std::string(memory_name(r.rhs_memory));
   rep["device"] = r.device == DeviceKind::Cuda ? "cuda" : "cpu";
   nb::dict d;
   d["R"] = to_python(r.matrix, Framework::numpy);

@@ -85,6 +85,17 @@ Array ctm_rows_on_host(const AoSystem& system, std::int64_t total_rows, int devi
   return out;
 }
 
+Array ctm_rows_on_device(const AoSystem& system, std::int64_t total_rows, int device) {
+  const std::int64_t m = covariance_rows(system, CovarianceKind::ctm);
+  const std::int64_t n = covariance_cols(system, CovarianceKind::ctm);
+  const cuda::DeviceGuard restore;
+  HS_CUDA_CHECK(cudaSetDevice(device));
+  Array out(DType::f32, {total_rows, n}, Memory::device);
+  if (m > 0)
+    covariance_rows_selected_cuda(system, CovarianceKind::ctm, 0, m, out.data_as<float>(), true);
+  return out;
+}
+
 #else
 
 std::int64_t reconstructor_budget(int, std::int64_t) {
@@ -96,6 +107,10 @@ linalg::TileMatrix covariance_tiles_on_host(const AoSystem&, std::int64_t, int, 
 }
 
 Array ctm_rows_on_host(const AoSystem&, std::int64_t, int, std::int64_t) {
+  throw Unsupported("tomographic_reconstructor: device_memory needs a build with CUDA");
+}
+
+Array ctm_rows_on_device(const AoSystem&, std::int64_t, int) {
   throw Unsupported("tomographic_reconstructor: device_memory needs a build with CUDA");
 }
 

@@ -28,4 +28,8 @@ linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t
 Array ctm_rows_on_host(const AoSystem& system, std::int64_t total_rows, int device,
                        std::int64_t budget);
 
+/// Rows [0, rows of Ctm) of a float32 (total_rows x n) array on `device` filled with Ctm, in one
+/// piece (the rows after them are the caller's to write).
+Array ctm_rows_on_device(const AoSystem& system, std::int64_t total_rows, int device);
+
 }  // namespace halfscope::ao::detail

@@ -3,8 +3,9 @@
 // tile Cholesky under the options' policy, then X Cmm = Ctm by the two triangular solves
 // (study 002 Algorithms 1 and 2). Everything stays where the device is: on the GPU, Cmm and Ctm
 // are generated in device memory and never cross PCIe until R is returned (if asked for on the
-// host). With a device-memory budget (or where they cannot fit the device) they live in host
-// memory instead and stream through the GPU (on_host_memory; docs/scaling.md).
+// host). With a device-memory budget (or where they cannot fit the device) Cmm lives in host
+// memory instead and streams through the GPU, and Ctm too unless it fits beside the streamed
+// solve (on_host_memory; docs/scaling.md).
 //
 // Layouts: Ctm (m x n, row-major) is exactly the r x n right-hand-side form of solve_right, so
 // it is solved in place and becomes R. With the Woodbury treatment of the LGS tip-tilt constants
@@ -23,6 +24,7 @@
 #include "halfscope/ao/reconstructor.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
+#include "linalg/solve_devices.hpp"
 
 #if HALFSCOPE_WITH_CUDA
 #include "halfscope/core/cuda.hpp"
@@ -70,9 +72,12 @@ class PhaseTimer {
 #endif
 };
 
-// The run with Cmm and Ctm in host memory (ReconstructorOptions::device_memory): generated on
-// `device` piece by piece into pinned host memory, factored out of core where they do not fit the
-// budget, solved with the factor streamed through the device.
+// The run with Cmm in host memory (ReconstructorOptions::device_memory): generated on `device`
+// piece by piece into pinned host memory, factored out of core where it does not fit the budget,
+// solved with the factor streamed through the device. The right-hand sides [Ctm; U^T] (4.5 GB at
+// the E-ELT) stay on the device when they fit beside the streamed solve: generated, solved and
+// corrected there, never crossing the link (the host's FP64 tip-tilt pass over them took ~1 s);
+// otherwise they are generated into pinned host memory and solved by blocks of rows.
 Reconstructor on_host_memory(const AoSystem& system, const ReconstructorOptions& options,
                              const std::vector<detail::TiptiltGroup>& groups, int device,
                              std::int64_t budget, Reconstructor out) {
@@ -81,9 +86,6 @@ Reconstructor on_host_memory(const AoSystem& system, const ReconstructorOptions&
   timer.start();
   linalg::TileMatrix cmm = detail::covariance_tiles_on_host(
       q > 0 ? detail::without_lgs_tiptilt(system) : system, options.tile, device, budget);
-  const std::int64_t m = truth_count(system);
-  Array rhs = detail::ctm_rows_on_host(system, m + q, device, budget);
-  if (q > 0) detail::write_indicator_rows(rhs, m, groups);
   out.covariance_ms = timer.stop_ms();
   linalg::CholeskyOptions factor;
   factor.policy = options.policy;
@@ -93,16 +95,29 @@ Reconstructor on_host_memory(const AoSystem& system, const ReconstructorOptions&
   timer.start();
   out.factor = linalg::cholesky_tiles(cmm, factor);
   out.factor_ms = timer.stop_ms();
+
+  const std::int64_t m = truth_count(system), n = measurement_count(system);
+  const std::int64_t rhs_bytes = (m + q) * n * 4;
+  const bool rhs_on_device =
+      rhs_bytes + linalg::detail::streamed_solve_need(cmm, options.solve_policy, m + q) <= budget;
+  timer.start();
+  Array rhs = rhs_on_device ? detail::ctm_rows_on_device(system, m + q, device)
+                            : detail::ctm_rows_on_host(system, m + q, device, budget);
+  if (q > 0) detail::write_indicator_rows(rhs, m, groups);
+  out.covariance_ms += timer.stop_ms();
+  out.rhs_memory = rhs.memory();
   linalg::SolveOptions solve;
   solve.policy = options.solve_policy;
   solve.devices = {device};
-  solve.device_memory = budget;
+  solve.device_memory = rhs_on_device ? budget - rhs_bytes : budget;
   timer.start();
   out.solve = linalg::solve_right(cmm, rhs, solve);
   detail::apply_tiptilt_correction(rhs, m, groups);
   out.solve_ms = timer.stop_ms();
-  Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;  // pinned: host memory, returned as it is
-  out.matrix = options.result_memory == Memory::device ? r.to(Memory::device) : r;
+  Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;
+  // Host rows are pinned: returned as they are for host results.
+  const bool keep = rhs_on_device == (options.result_memory == Memory::device);
+  out.matrix = keep ? r : r.to(options.result_memory);
   return out;
 }
 
@@ -195,6 +210,7 @@ Reconstructor tomographic_reconstructor(const AoSystem& system,
     detail::write_indicator_rows(rhs, m, groups);
   }
   out.covariance_ms = timer.stop_ms();
+  out.rhs_memory = memory;
 
   linalg::CholeskyOptions factor;
   factor.policy = options.policy;

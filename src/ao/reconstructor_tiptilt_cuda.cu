@@ -70,6 +70,8 @@ std::vector<double> group_sums_cuda(const Array& x, const std::vector<TiptiltGro
   for (std::size_t g = 0; g < groups.size(); ++g) host[g] = {groups[g].first, groups[g].count};
   std::vector<double> sums(static_cast<std::size_t>(rows * q));
   if (rows == 0 || q == 0) return sums;
+  const cuda::DeviceGuard restore;  // x's device, whichever is current
+  HS_CUDA_CHECK(cudaSetDevice(cuda::device_of(x.data())));
   cuda::Stream stream;
   const cudaStream_t s = stream.get();
   cuda::StreamScratch d_groups(q * static_cast<std::int64_t>(sizeof(Group)), s);
@@ -90,6 +92,8 @@ void subtract_rank_update_cuda(Array& x, std::int64_t rows, const std::vector<do
   check_groups(static_cast<std::size_t>(q));
   const std::int64_t n = x.dim(1);
   if (rows == 0 || q == 0) return;
+  const cuda::DeviceGuard restore;
+  HS_CUDA_CHECK(cudaSetDevice(cuda::device_of(x.data())));
   cuda::Stream stream;
   const cudaStream_t s = stream.get();
   cuda::StreamScratch d_p(rows * q * static_cast<std::int64_t>(sizeof(double)), s);

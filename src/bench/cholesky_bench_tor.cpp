@@ -127,6 +127,7 @@ BenchCase policy_case(const TorBenchOptions& o, const std::string& name, const a
     c.params["tiles_" + std::string(linalg::gemm_variant_name(v))] = rec.factor.count(v);
   c.params["attempts"] = rec.factor.attempts;
   c.params["covariance_ms"] = rec.covariance_ms;  // of the last run
+  c.params["rhs_memory"] = std::string(memory_name(rec.rhs_memory));
   rec.factor.for_each_count(
       [&](const char* key, std::int64_t v) { c.params["factor_" + std::string(key)] = v; });
   rec.solve.for_each_count(

@@ -19,6 +19,7 @@
 #include "halfscope/core/cuda.hpp"
 #include "linalg/cholesky_cuda.hpp"
 #include "linalg/solve_cuda.hpp"
+#include "linalg/solve_internal.hpp"
 #endif
 
 namespace halfscope::linalg::detail {
@@ -61,6 +62,10 @@ std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix& l, A
   report.device_to_host_bytes = s.device_to_host;
   report.workspace_bytes = s.workspace;
   return {s.input_non_finite, s.output_non_finite};
+}
+
+std::int64_t streamed_solve_need(const TileMatrix& l, const Policy& policy, std::int64_t rows) {
+  return streamed_solve_need(l.layout, factor_variants(l, policy), rows);
 }
 
 void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVariant>& variants,
@@ -115,6 +120,10 @@ std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix&, Arr
                                                           const std::vector<GemmVariant>&, int,
                                                           std::int64_t, SolveReport&) {
   throw Unsupported("solve_right: devices were given but halfscope was built without CUDA");
+}
+
+std::int64_t streamed_solve_need(const TileMatrix&, const Policy&, std::int64_t) {
+  throw Unsupported("solve_right: a streamed solve needs a build with CUDA");
 }
 
 void solve_rows_devices(const TileMatrix&, Array&, const std::vector<GemmVariant>&,

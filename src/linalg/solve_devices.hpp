@@ -31,4 +31,10 @@ std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix& l, A
                                                           int device, std::int64_t device_memory,
                                                           SolveReport& report);
 
+/// The device memory a streamed solve (solve_rows_streamed) of `rows` right-hand sides already on
+/// the device needs besides them, with the factor `l` in host memory and `policy` (a rule that
+/// reads tile norms takes a pass over L for them): for a caller choosing where to keep b.
+/// Unsupported in a build without CUDA.
+std::int64_t streamed_solve_need(const TileMatrix& l, const Policy& policy, std::int64_t rows);
+
 }  // namespace halfscope::linalg::detail

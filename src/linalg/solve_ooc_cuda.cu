@@ -92,6 +92,27 @@ struct Sizes {
   }
 };
 
+// The solve's allocations for the factor's layout and variants (variants[i * nt + j]).
+Sizes sizes_of(const TileLayout& layout, const std::vector<GemmVariant>& variants, bool own_b) {
+  Sizes z;
+  z.n = layout.rows(), z.nb = layout.tile_size(), z.nt = layout.tile_rows(), z.own_b = own_b;
+  const std::int64_t nt = z.nt;
+  for (std::int64_t j = 0; j < nt; ++j)
+    for (std::int64_t i = j + 1; i < nt; ++i) {
+      const GemmVariant v = variants[static_cast<std::size_t>(i * nt + j)];
+      z.used[static_cast<std::size_t>(operand_format(v))] = true;
+      z.hp3 |= v == GemmVariant::HP3;
+      z.dp |= v == GemmVariant::DP;
+    }
+  for (const OperandFormat f : {OperandFormat::fp16, OperandFormat::bf16, OperandFormat::tf32})
+    z.span_used[static_cast<std::size_t>(f)] = z.used[static_cast<std::size_t>(f)];
+  // Tag tables: the in-core ones (built below: per step and format in use, a tile column or
+  // row, both passes) and the backward stacks' (per column and format, the tiles below): at most
+  // 4 + 4 + 5 entries per tile pair, halved.
+  z.tags = 7 * nt * nt;
+  return z;
+}
+
 // First column of every slab, then NT: runs of columns of at most `cap` bytes, cut at a multiple
 // of kSolveSpan where the run holds one.
 std::vector<std::int64_t> plan_slabs(const TileLayout& l, std::int64_t cap) {
@@ -212,6 +233,14 @@ struct Streamed {
 
 }  // namespace
 
+std::int64_t streamed_solve_need(const TileLayout& layout, const std::vector<GemmVariant>& variants,
+                                 std::int64_t rows) {
+  Sizes z = sizes_of(layout, variants, false);
+  z.inverses = rows >= z.nb;
+  const std::int64_t span = column_elements(layout, 0, std::min(kSolveSpan, z.nt)) * 4;
+  return z.fixed() + z.rows(rows) + 2 * span;
+}
+
 StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
                                    const std::vector<GemmVariant>& variants, int device,
                                    std::int64_t budget) {
@@ -230,21 +259,7 @@ StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
   sv.nt = layout.tile_rows(), sv.nb = layout.tile_size(), sv.n = layout.rows();
   const std::int64_t nt = sv.nt, nb = sv.nb, n = sv.n, r = b.size() / n;
 
-  Sizes z;
-  z.n = n, z.nb = nb, z.nt = nt, z.own_b = !b.on_device();
-  for (std::int64_t j = 0; j < nt; ++j)
-    for (std::int64_t i = j + 1; i < nt; ++i) {
-      const GemmVariant v = sv.variant(i, j);
-      z.used[static_cast<std::size_t>(operand_format(v))] = true;
-      z.hp3 |= v == GemmVariant::HP3;
-      z.dp |= v == GemmVariant::DP;
-    }
-  for (const OperandFormat f : {OperandFormat::fp16, OperandFormat::bf16, OperandFormat::tf32})
-    z.span_used[static_cast<std::size_t>(f)] = z.used[static_cast<std::size_t>(f)];
-  // Tag tables: the in-core ones (built below: per step and format in use, a tile column or
-  // row, both passes) and the backward stacks' (per column and format, the tiles below): at most
-  // 4 + 4 + 5 entries per tile pair, halved.
-  z.tags = 7 * nt * nt;
+  Sizes z = sizes_of(layout, variants, !b.on_device());
   const std::int64_t one_column = column_elements(layout, 0, 1) * 4;
   const std::int64_t one_span = column_elements(layout, 0, std::min(kSolveSpan, nt)) * 4;
   // The rows solved at a time: all of b's, else as many as fit beside slabs of a span, else of

@@ -43,11 +43,13 @@ struct ReconstructorOptions {
   /// (SolveOptions::devices).
   std::vector<int> devices{};
   /// Device memory, in bytes, the GPU run may use (0: none given). Given, or where Cmm's tiles
-  /// and the right-hand sides alone exceed the device's free memory (less 5 %), Cmm and Ctm are
-  /// generated on the GPU piece by piece into pinned host memory, and the factorization and the
-  /// solves stream them through the device within that budget (CholeskyOptions::device_memory,
-  /// SolveOptions::device_memory: out of core where they do not fit). One device only (the
-  /// listed one, or the current); negative: InvalidInput.
+  /// and the right-hand sides alone exceed the device's free memory (less 5 %), Cmm is generated
+  /// on the GPU piece by piece into pinned host memory and the factorization and the solves
+  /// stream it through the device within that budget (CholeskyOptions::device_memory,
+  /// SolveOptions::device_memory: out of core where it does not fit). Ctm and the tip-tilt rows
+  /// stay on the device where they fit beside the streamed solve (rhs_memory device), else they
+  /// go to pinned host memory too and are solved by blocks of rows. One device only (the listed
+  /// one, or the current); negative: InvalidInput.
   std::int64_t device_memory = 0;
 };
 
@@ -61,6 +63,10 @@ struct Reconstructor {
   double solve_ms = 0;              // the two triangular solves (and the tip-tilt correction)
   std::int64_t tiptilt_groups = 0;  // q, LGS slope groups corrected by Woodbury (0: none/direct)
   DeviceKind device = DeviceKind::Cpu;  // where it ran
+  /// Where [Ctm; U^T] were generated and solved: device (GPU runs in core, and with
+  /// device_memory where they fit beside the streamed solve), pinned (device_memory: solved by
+  /// blocks of rows from host memory) or host (CPU runs).
+  Memory rhs_memory = Memory::host;
 };
 
 /// Builds R = Ctm Cmm^-1 for the system with the tile Cholesky (times by CUDA events on the GPU,

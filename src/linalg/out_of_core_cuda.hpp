@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "halfscope/core/array.hpp"
@@ -43,9 +44,19 @@ inline std::int64_t column_elements(const TileLayout& l, std::int64_t c0, std::i
   return end - l.tile_offset(c0, c0);
 }
 
-/// "0.0053 GB": a byte count for the budget messages.
+/// "5.31 MB", "20.4 GB": a byte count for the budget messages, three significant digits in the
+/// largest decimal unit under it (the tiny budgets of tests read as KB or MB, not 0.0000 GB).
 inline std::string gb(std::int64_t bytes) {
-  return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 6) + " GB";
+  const auto b = static_cast<double>(bytes);
+  const char* unit = b >= 1e9 ? " GB" : b >= 1e6 ? " MB" : b >= 1e3 ? " KB" : " bytes";
+  const double scaled = b >= 1e9 ? b / 1e9 : b >= 1e6 ? b / 1e6 : b >= 1e3 ? b / 1e3 : b;
+  char text[32];
+  std::snprintf(text, sizeof text,
+                scaled >= 100 || b < 1e3 ? "%.0f"
+                : scaled >= 10           ? "%.1f"
+                                         : "%.2f",
+                scaled);
+  return text + std::string(unit);
 }
 
 }  // namespace halfscope::linalg::detail

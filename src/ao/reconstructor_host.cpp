@@ -5,6 +5,7 @@
 #include "ao/reconstructor_host.hpp"
 
 #include <algorithm>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -31,15 +32,17 @@ std::int64_t reconstructor_budget(int device, std::int64_t requested) {
 linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t nb, int device,
                                             std::int64_t budget) {
   const std::int64_t n = covariance_rows(system, CovarianceKind::cmm);
-  linalg::TileMatrix out(linalg::TileLayout(n, n, nb, linalg::TileFill::lower), DType::f32,
-                         Memory::pinned);
-  const linalg::TileLayout& l = out.layout;
-  const std::int64_t nt = l.tile_cols(), cap = budget / 3;
-  using linalg::detail::column_elements;
+  const linalg::TileLayout l(n, n, nb, linalg::TileFill::lower);
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
-  // One device buffer of the widest slab; each slab generated there, then copied straight into
-  // the pinned tiles.
+  // The pinned tiles (20 GB at the E-ELT: about a second to touch and register) are allocated on
+  // a host thread while the GPU generates the first slab.
+  std::future<linalg::TileMatrix> pinned = std::async(std::launch::async, [&l, device] {
+    HS_CUDA_CHECK(cudaSetDevice(device));
+    return linalg::TileMatrix(l, DType::f32, Memory::pinned);
+  });
+  const std::int64_t nt = l.tile_cols(), cap = budget / 3;
+  using linalg::detail::column_elements;
   std::vector<std::int64_t> starts{0};  // slabs: the widest runs of columns within the cap
   while (starts.back() < nt) {
     std::int64_t c1 = starts.back() + 1;
@@ -49,19 +52,34 @@ linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t
   std::int64_t widest = 0;
   for (std::size_t x = 0; x + 1 < starts.size(); ++x)
     widest = std::max(widest, column_elements(l, starts[x], starts[x + 1]));
-  Array buffer(DType::f32, {widest}, Memory::device);
-  for (std::size_t x = 0; x + 1 < starts.size(); ++x) {
+  // Two device buffers of the widest slab: each slab is generated in one while the previous one
+  // goes down to the pinned tiles from the other (its own stream).
+  const std::size_t slabs = starts.size() - 1;
+  std::vector<Array> buffer;
+  for (std::size_t b = 0; b < std::min<std::size_t>(slabs, 2); ++b)
+    buffer.emplace_back(DType::f32, Shape{widest}, Memory::device);
+  linalg::TileMatrix out;
+  cuda::Stream copy;
+  cuda::Event copied[2];
+  const cuda::StreamDrain drain{copy.get()};  // before `out` and the buffers go, on any exit
+  for (std::size_t x = 0; x < slabs; ++x) {
     const std::int64_t c0 = starts[x], c1 = starts[x + 1], origin = l.tile_offset(c0, c0);
     const std::int64_t elements = column_elements(l, c0, c1);
     std::vector<std::int64_t> offsets(static_cast<std::size_t>(nt * nt), -1);
     for (std::int64_t j = c0; j < c1; ++j)
       for (std::int64_t i = j; i < nt; ++i)
         offsets[static_cast<std::size_t>(i * nt + j)] = l.tile_offset(i, j) - origin;
-    covariance_tiles_selected_device(system, CovarianceKind::cmm, l, buffer.data_as<float>(),
-                                     elements, offsets, true);
-    HS_CUDA_CHECK(cudaMemcpy(out.storage.data_as<float>() + origin, buffer.data(),
-                             static_cast<std::size_t>(elements * 4), cudaMemcpyDeviceToHost));
+    Array& b = buffer[x % 2];
+    if (x >= 2) HS_CUDA_CHECK(cudaEventSynchronize(copied[x % 2].get()));  // its slab went down
+    covariance_tiles_selected_device(system, CovarianceKind::cmm, l, b.data_as<float>(), elements,
+                                     offsets, true);
+    if (x == 0) out = pinned.get();
+    HS_CUDA_CHECK(cudaMemcpyAsync(out.storage.data_as<float>() + origin, b.data(),
+                                  static_cast<std::size_t>(elements * 4), cudaMemcpyDeviceToHost,
+                                  copy.get()));
+    copied[x % 2].record(copy.get());
   }
+  copy.synchronize();
   return out;
 }
 

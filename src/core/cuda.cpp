@@ -92,6 +92,10 @@ void Stream::synchronize() const {
   HS_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+StreamDrain::~StreamDrain() {
+  if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
+}
+
 Event::Event() {
   HS_CUDA_CHECK(cudaEventCreate(&event_));
 }

@@ -385,12 +385,7 @@ struct SolveSteps {
 };
 
 // Waits for the solve's stream when solve_right_cuda leaves, normally or by an exception.
-struct DrainStream {
-  cudaStream_t stream;
-  ~DrainStream() {
-    if (cudaStreamSynchronize(stream) != cudaSuccess) (void)cudaGetLastError();
-  }
-};
+using DrainStream = cuda::StreamDrain;
 
 /// Throws the NumericalError of a failure code read from a solve's flag (not kNoFailure).
 [[noreturn]] void throw_solve_failure(FailureCode code, const SolveSteps& sv);

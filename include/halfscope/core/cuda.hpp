@@ -48,6 +48,13 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+/// Waits for `stream` when it leaves scope, normally or by an exception (an error is swallowed: a
+/// destructor), so the memory its queued copies and kernels use outlives them.
+struct StreamDrain {
+  cudaStream_t stream;
+  ~StreamDrain();
+};
+
 /// The calling thread's current device.
 int current_device();
 /// The device that holds device memory `p` (cudaPointerGetAttributes).

@@ -220,6 +220,37 @@ std::vector<BenchCase> host_link_cases(const Gpu& g, const CeilingsOptions& o) {
     c.GBps = gbps((k == "both" ? 2.0 : 1.0) * static_cast<double>(bytes), c.stats.median_ms);
     cases.push_back(std::move(c));
   }
+  // Pageable host memory, as most callers' arrays are: the driver's own staging (one cudaMemcpy)
+  // against halfscope's Array copies (copy_bytes: pinned staging on several threads), host
+  // clock around each whole synchronous copy.
+  Array pageable(DType::u8, {bytes});
+  std::memset(pageable.data(), 1, static_cast<std::size_t>(bytes));
+  for (const char* kind : {"H2D", "D2H"})
+    for (const bool staged : {false, true}) {
+      const bool in = std::string(kind) == "H2D";
+      BenchCase c;
+      c.implementation = staged ? "halfscope" : "cuda-runtime";
+      c.method = staged ? "copy_bytes (staged)" : "cudaMemcpy";
+      c.precision = "bytes";
+      c.params = {{"bytes", bytes},
+                  {"counted", std::string("bytes moved")},
+                  {"kind", std::string(kind)},
+                  {"host_memory", std::string("pageable")}};
+      void* dev = in ? dev_in->data() : dev_out->data();
+      c.stats = time_host(
+          [&] {
+            if (staged)
+              copy_bytes(in ? dev : pageable.data(), in ? Memory::device : Memory::host,
+                         in ? pageable.data() : dev, in ? Memory::host : Memory::device, bytes);
+            else
+              HS_CUDA_CHECK(cudaMemcpy(in ? dev : pageable.data(), in ? pageable.data() : dev,
+                                       static_cast<std::size_t>(bytes),
+                                       in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+          },
+          2, std::max(o.repeats, 10));
+      c.GBps = gbps(static_cast<double>(bytes), c.stats.median_ms);
+      cases.push_back(std::move(c));
+    }
   return cases;
 }
 

@@ -1,9 +1,11 @@
 // Device query, check macros and CUDA RAII on a real GPU (ctest label `gpu`; skips without one).
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
 #include "halfscope/config.hpp"
+#include "halfscope/core/array.hpp"
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "test_support.hpp"
@@ -81,6 +83,35 @@ TEST(GpuDevice, EventTimerMeasuresWorkOnItsStream) {
   cuda::Event event;
   EXPECT_NO_THROW(event.record(stream.get()));
   EXPECT_EQ(cudaEventSynchronize(event.get()), cudaSuccess);
+#endif
+}
+
+// Arrays of 32 MiB and more cross between pageable host memory and the device through pinned
+// staging on several threads (copy_bytes): an odd size (not a multiple of the staging blocks or
+// of the parts' alignment) goes up and comes back byte for byte, a device array filled on the
+// legacy stream just before comes down filled, and pinned host memory still copies directly.
+TEST(GpuDevice, LargeHostCopiesAreStagedAndComplete) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  const std::int64_t n = (std::int64_t{40} << 20) / 4 + 12345;  // float32 elements
+  Array host(DType::f32, {n});
+  float* h = host.data_as<float>();
+  for (std::int64_t i = 0; i < n; ++i) h[i] = static_cast<float>(i % 1000003) * 0.5f - 7.0f;
+  const Array device = host.to(Memory::device);
+  const Array back = device.to(Memory::host);
+  ASSERT_EQ(back.nbytes(), host.nbytes());
+  EXPECT_EQ(std::memcmp(back.data(), host.data(), static_cast<std::size_t>(host.nbytes())), 0);
+  const Array pinned = device.to(Memory::pinned);
+  EXPECT_EQ(std::memcmp(pinned.data(), host.data(), static_cast<std::size_t>(host.nbytes())), 0);
+
+  Array filled(DType::f32, {n}, Memory::device);
+  HS_CUDA_CHECK(cudaMemsetAsync(filled.data(), 0x3f, static_cast<std::size_t>(filled.nbytes()),
+                                nullptr));  // legacy stream, not waited for by the caller
+  const Array seen = filled.to(Memory::host);
+  const auto* bytes = static_cast<const unsigned char*>(seen.data());
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < seen.nbytes(); ++i) wrong += bytes[i] != 0x3f;
+  EXPECT_EQ(wrong, 0);
 #endif
 }
 

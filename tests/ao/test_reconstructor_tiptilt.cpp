@@ -108,6 +108,51 @@ TEST(ReconstructorTiptilt, CorrectionMatchesDenseInverse) {
   EXPECT_LE(err, 1e-5 * scale);
 }
 
+// The host passes on rows longer than their chunks and groups of every length around their eight
+// lanes (1, 7, 8, 9 and 1000 slopes, one ending at the last column): the group sums within FP64
+// rounding of a plain sum, and the rank-q update equal to the element-by-element FP64 formula
+// rounded once to float32 (the same terms in the same order).
+TEST(ReconstructorTiptilt, HostPassesOverLongRows) {
+  const std::int64_t n = 2500, rows = 3;
+  const std::vector<detail::TiptiltGroup> groups = {{0, 1, 1.0, 1.0f},
+                                                    {5, 7, 1.0, 1.0f},
+                                                    {20, 8, 1.0, 1.0f},
+                                                    {100, 9, 1.0, 1.0f},
+                                                    {n - 1000, 1000, 1.0, 1.0f}};
+  const auto q = static_cast<std::int64_t>(groups.size());
+  Array x(DType::f32, {rows + q, n});
+  float* d = x.data_as<float>();
+  for (std::int64_t i = 0; i < (rows + q) * n; ++i)
+    d[i] = static_cast<float>(std::sin(0.013 * static_cast<double>(i)) * 3.0 + 0.25);
+  const std::vector<double> sums = detail::group_sums(x, groups);
+  ASSERT_EQ(sums.size(), static_cast<std::size_t>((rows + q) * q));
+  for (std::int64_t r = 0; r < rows + q; ++r)
+    for (std::int64_t g = 0; g < q; ++g) {
+      const detail::TiptiltGroup& gr = groups[static_cast<std::size_t>(g)];
+      double want = 0, magnitude = 0;
+      for (std::int64_t c = gr.first; c < gr.first + gr.count; ++c) {
+        want += d[r * n + c];
+        magnitude += std::abs(d[r * n + c]);
+      }
+      EXPECT_NEAR(sums[static_cast<std::size_t>(r * q + g)], want, 1e-13 * magnitude)
+          << "row " << r << ", group " << g;
+    }
+  std::vector<double> p(static_cast<std::size_t>(rows * q));
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = 0.1 * static_cast<double>(i) - 0.7;
+  std::vector<float> want(static_cast<std::size_t>(rows * n));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < n; ++c) {
+      double v = d[r * n + c];
+      for (std::int64_t g = 0; g < q; ++g)
+        v -= p[static_cast<std::size_t>(r * q + g)] * static_cast<double>(d[(rows + g) * n + c]);
+      want[static_cast<std::size_t>(r * n + c)] = static_cast<float>(v);
+    }
+  detail::subtract_rank_update(x, rows, p, rows, q);
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < rows * n; ++i) differ += d[i] != want[static_cast<std::size_t>(i)];
+  EXPECT_EQ(differ, 0);
+}
+
 TEST(ReconstructorTiptilt, MethodNames) {
   EXPECT_EQ(parse_tiptilt_method("woodbury", "--tiptilt"), TiptiltMethod::woodbury);
   EXPECT_EQ(parse_tiptilt_method("direct", "--tiptilt"), TiptiltMethod::direct);

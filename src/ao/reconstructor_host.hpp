@@ -17,14 +17,14 @@ namespace halfscope::ao::detail {
 std::int64_t reconstructor_budget(int device, std::int64_t requested);
 
 /// Cmm (kind cmm, symmetric) as lower float32 tiles of size nb in pinned host memory, generated
-/// on `device` by slabs of tile columns of at most a third of `budget` (one column at least),
-/// each element as covariance_tiles on the GPU gives it.
+/// on `device` by slabs of tile columns of at most a third of `budget` (one column at least; two
+/// slab buffers), each element as covariance_tiles on the GPU gives it.
 linalg::TileMatrix covariance_tiles_on_host(const AoSystem& system, std::int64_t nb, int device,
                                             std::int64_t budget);
 
 /// Rows [0, rows of Ctm) of a float32 (total_rows x n) array in pinned host memory filled with
-/// Ctm, generated on `device` by blocks of rows of at most a third of `budget`; the rows after
-/// them are the caller's to write (not initialised).
+/// Ctm, generated on `device` by blocks of rows of at most a third of `budget` (two block
+/// buffers); the rows after them are the caller's to write (not initialised).
 Array ctm_rows_on_host(const AoSystem& system, std::int64_t total_rows, int device,
                        std::int64_t budget);
 

@@ -19,7 +19,6 @@
 
 #include "ao/covariance_select.hpp"
 #include "ao/reconstructor_tiptilt.hpp"
-#include "core/staged_copy.hpp"
 #include "halfscope/ao/covariance.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/device.hpp"
@@ -71,17 +70,10 @@ int check_options(const ao::ReconstructorOptions& options, int host_device) {
   return device;
 }
 
-// `rows` in host memory: itself, or a GPU rank's rows copied down staged on the host's threads
-// (4.5 GB of R at the E-ELT size; a plain pageable copy runs on one thread).
+// `rows` in host memory: itself, or a GPU rank's rows copied down (4.5 GB of R at the E-ELT size:
+// Array copies that large go through pinned staging on the host's threads, copy_bytes).
 Array to_host(const Array& rows) {
-  if (!rows.on_device()) return rows;
-#if HALFSCOPE_WITH_CUDA
-  Array host(DType::f32, rows.shape());
-  cuda::download_staged(host.data(), rows.data(), rows.nbytes(), cuda::staging_threads(1));
-  return host;
-#else
-  return rows.to(Memory::host);
-#endif
+  return rows.on_device() ? rows.to(Memory::host) : rows;
 }
 
 }  // namespace

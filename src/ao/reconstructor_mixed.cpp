@@ -109,10 +109,22 @@ Reconstructor on_host_memory(const AoSystem& system, const ReconstructorOptions&
   linalg::SolveOptions solve;
   solve.policy = options.solve_policy;
   solve.devices = {device};
-  solve.device_memory = rhs_on_device ? budget - rhs_bytes : budget;
   timer.start();
-  out.solve = linalg::solve_right(cmm, rhs, solve);
-  detail::apply_tiptilt_correction(rhs, m, groups);
+  if (rhs_on_device || q == 0) {
+    solve.device_memory = rhs_on_device ? budget - rhs_bytes : budget;
+    out.solve = linalg::solve_right(cmm, rhs, solve);
+    detail::apply_tiptilt_correction(rhs, m, groups);
+  } else {
+    // Rows in host memory, solved by blocks: each block corrected on the device before it goes
+    // back (the host's FP64 passes over 4.5 GB took longer than the GPU's), W's block first.
+    solve.device_memory = budget - detail::DeviceTiptiltBlocks::device_bytes(m, q, n);
+    detail::DeviceTiptiltBlocks blocks(groups, m, n);
+    out.solve = linalg::detail::solve_right_streamed_with(
+        cmm, rhs, solve, [&](float* rows, std::int64_t first, std::int64_t count, void* stream) {
+          blocks(rows, first, count, stream);
+        });
+    if (!blocks.applied()) detail::apply_tiptilt_correction(rhs, m, groups);
+  }
   out.solve_ms = timer.stop_ms();
   Array r = q > 0 ? rhs.slice(0, 0, m) : rhs;
   // Host rows are pinned: returned as they are for host results.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "halfscope/ao/covariance.hpp"
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 
 namespace halfscope::ao::detail {
@@ -166,25 +167,47 @@ void subtract_rank_update(Array& x, std::int64_t rows, const std::vector<double>
   }
 }
 
+std::vector<double> tiptilt_system(std::vector<double> w_sums,
+                                   const std::vector<TiptiltGroup>& groups) {
+  const auto q = static_cast<std::int64_t>(groups.size());
+  // W U D, then (D^-1 C D^-1)^-1 = D C^-1 D on the diagonal.
+  for (std::int64_t r = 0; r < q; ++r)
+    for (std::int64_t g = 0; g < q; ++g)
+      w_sums[static_cast<std::size_t>(r * q + g)] *= groups[static_cast<std::size_t>(g)].weight;
+  for (std::int64_t g = 0; g < q; ++g) {
+    const TiptiltGroup& gr = groups[static_cast<std::size_t>(g)];
+    const double d = gr.weight;
+    w_sums[static_cast<std::size_t>(g * q + g)] += d * d / gr.variance;
+  }
+  return w_sums;
+}
+
+std::vector<double> tiptilt_coefficients(const std::vector<double>& s, std::vector<double> x_sums,
+                                         std::int64_t rows,
+                                         const std::vector<TiptiltGroup>& groups) {
+  const auto q = static_cast<std::int64_t>(groups.size());
+  for (std::int64_t r = 0; r < rows; ++r)  // T = X U D
+    for (std::int64_t g = 0; g < q; ++g)
+      x_sums[static_cast<std::size_t>(r * q + g)] *= groups[static_cast<std::size_t>(g)].weight;
+  return solve_small(s, x_sums, rows, q);
+}
+
 void apply_tiptilt_correction(Array& solved, std::int64_t m,
                               const std::vector<TiptiltGroup>& groups) {
   const auto q = static_cast<std::int64_t>(groups.size());
   if (q == 0) return;
-  // All m + q rows at once: the first m give T = X U D, the last q give W U D (D the weights).
+  // All m + q rows at once: the first m give X U, the last q give W U.
   std::vector<double> sums = group_sums(solved, groups);
-  for (std::int64_t r = 0; r < m + q; ++r)
-    for (std::int64_t g = 0; g < q; ++g)
-      sums[static_cast<std::size_t>(r * q + g)] *= groups[static_cast<std::size_t>(g)].weight;
-  std::vector<double> s(sums.begin() + m * q, sums.end());  // W U D, q x q
-  // (D^-1 C D^-1)^-1 = D C^-1 D.
-  for (std::int64_t g = 0; g < q; ++g) {
-    const TiptiltGroup& gr = groups[static_cast<std::size_t>(g)];
-    const double d = gr.weight;
-    s[static_cast<std::size_t>(g * q + g)] += d * d / gr.variance;
-  }
-  const std::vector<double> t(sums.begin(), sums.begin() + m * q);
-  const std::vector<double> p = solve_small(std::move(s), t, m, q);
+  const std::vector<double> s = tiptilt_system({sums.begin() + m * q, sums.end()}, groups);
+  sums.resize(static_cast<std::size_t>(m * q));
+  const std::vector<double> p = tiptilt_coefficients(s, std::move(sums), m, groups);
   subtract_rank_update(solved, m, p, m, q);
 }
+
+#if !HALFSCOPE_WITH_CUDA
+void DeviceTiptiltBlocks::operator()(float*, std::int64_t, std::int64_t, void*) {
+  throw Unsupported("LGS tip-tilt correction on the device: halfscope was built without CUDA");
+}
+#endif
 
 }  // namespace halfscope::ao::detail

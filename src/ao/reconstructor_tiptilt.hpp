@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "halfscope/ao/system.hpp"
@@ -52,6 +53,17 @@ std::vector<double> group_sums(const Array& x, const std::vector<TiptiltGroup>& 
 void subtract_rank_update(Array& x, std::int64_t rows, const std::vector<double>& p,
                           std::int64_t w_row, std::int64_t q);
 
+/// S = W U D + D C^-1 D (q x q, row-major, FP64) from the group sums (group_sums) of the q solved
+/// rows W.
+std::vector<double> tiptilt_system(std::vector<double> w_sums,
+                                   const std::vector<TiptiltGroup>& groups);
+
+/// P = (X U D) S^-1 (rows x q, row-major, FP64) from the group sums of `rows` solved rows X and
+/// tiptilt_system's S: X - P W is their correction. NumericalError when S is singular.
+std::vector<double> tiptilt_coefficients(const std::vector<double>& s, std::vector<double> x_sums,
+                                         std::int64_t rows,
+                                         const std::vector<TiptiltGroup>& groups);
+
 /// The whole correction: given the solved (m + q) x n array [X; W], replaces X (rows [0, m)) by
 /// X - (X U) (C^-1 + W U)^-1 W (with the weights: U D, D^-1 C D^-1). NumericalError when the
 /// q x q matrix is singular.
@@ -64,5 +76,32 @@ std::vector<double> group_sums_cuda(const Array& x, const std::vector<TiptiltGro
 void subtract_rank_update_cuda(Array& x, std::int64_t rows, const std::vector<double>& p,
                                std::int64_t w_row, std::int64_t q);
 #endif
+
+/// The correction applied on the device to the blocks of solved [X; W] rows (m + q rows of n) of a
+/// streamed solve (linalg::detail::RowBlockHook, blocks handed over last first): the first block
+/// holds W, which gives S and stays on the device for the blocks after it. Declined (applied()
+/// false: the caller corrects on the host) when that block does not hold all of W or the groups
+/// are more than the device passes take. Unsupported in a build without CUDA. Results equal
+/// apply_tiptilt_correction's up to the order of each group sum.
+class DeviceTiptiltBlocks {
+ public:
+  DeviceTiptiltBlocks(std::vector<TiptiltGroup> groups, std::int64_t m, std::int64_t n)
+      : groups_(std::move(groups)), m_(m), n_(n) {}
+  /// One block: rows [first, first + count) on the current device, work on `stream`
+  /// (a cudaStream_t), which it synchronises.
+  void operator()(float* rows, std::int64_t first, std::int64_t count, void* stream);
+  [[nodiscard]] bool applied() const { return started_ && !declined_; }
+  /// The device memory it takes at most (W, a block's sums and coefficients) for m + q rows of n.
+  static std::int64_t device_bytes(std::int64_t m, std::int64_t q, std::int64_t n) {
+    return q * n * 4 + 2 * (m + q) * q * 8 + 4096;
+  }
+
+ private:
+  std::vector<TiptiltGroup> groups_;
+  std::int64_t m_, n_;
+  std::vector<double> s_;  // S, from the first block
+  Array w_;                // W on the device
+  bool started_ = false, declined_ = false;
+};
 
 }  // namespace halfscope::ao::detail

@@ -112,9 +112,9 @@ std::string position(std::int64_t index, std::int64_t n) {
   return "row " + std::to_string(index / n) + ", column " + std::to_string(index % n);
 }
 
-}  // namespace
-
-SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& options) {
+// solve_right, with `hook` run on each solved block of rows of a streamed solve.
+SolveReport solve_right_hooked(const TileMatrix& l, Array& b, const SolveOptions& options,
+                               const detail::RowBlockHook& hook) {
   detail::check_factor(l, "solve_right", "l");
   if (options.device_memory < 0)
     throw InvalidInput("solve_right: device_memory: expected a size in bytes >= 0, found " +
@@ -142,7 +142,7 @@ SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& optio
   SolveReport report;
   if (streamed) {
     const auto [in, out] = detail::solve_rows_streamed(l, b, variants, options.devices.front(),
-                                                       options.device_memory, report);
+                                                       options.device_memory, report, hook);
     if (in >= 0) throw bad_input(in);
     if (out >= 0) throw bad_output(out);
   } else {
@@ -158,6 +158,24 @@ SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& optio
     for (std::int64_t i = j + 1; i < nt; ++i)
       ++report.tiles[static_cast<std::size_t>(variants[static_cast<std::size_t>(i * nt + j)])];
   return report;
+}
+
+}  // namespace
+
+SolveReport solve_right(const TileMatrix& l, Array& b, const SolveOptions& options) {
+  return solve_right_hooked(l, b, options, {});
+}
+
+SolveReport detail::solve_right_streamed_with(const TileMatrix& l, Array& b,
+                                              const SolveOptions& options,
+                                              const RowBlockHook& hook) {
+  if (l.storage.on_device() || options.devices.size() != 1)
+    throw InvalidInput(
+        "solve_right: a hooked solve streams a host factor through one device: found the factor "
+        "in " +
+        std::string(memory_name(l.storage.memory())) + " memory and " +
+        std::to_string(options.devices.size()) + " devices");
+  return solve_right_hooked(l, b, options, hook);
 }
 
 CholeskyReport solve_spd(TileMatrix& a, Array& b, const CholeskyOptions& factor,

@@ -8,6 +8,7 @@
 #include "halfscope/core/array.hpp"
 #include "halfscope/linalg/policy.hpp"
 #include "halfscope/linalg/tiles.hpp"
+#include "linalg/solve_devices.hpp"
 
 namespace halfscope::linalg::detail {
 
@@ -44,6 +45,8 @@ struct StreamedSolve {
 /// row of b (all of b's rows for b on the device), naming both; or when b is on another device.
 /// b's entries are checked to be finite first (on the device for b there or in one block of
 /// rows, else on the host) and each block's solution before it goes back: see StreamedSolve.
+/// `hook` (may be empty) runs on each solved, finite block before it goes back (RowBlockHook:
+/// blocks then cut from the end of b).
 /// The device memory solve_right_streamed needs besides `rows` right-hand sides already on the
 /// device, at its preferred shape (the tiles' inverses where rows >= nb, slabs of at least one
 /// span of columns): a caller that keeps b on the device adds b's own bytes.
@@ -52,6 +55,6 @@ std::int64_t streamed_solve_need(const TileLayout& layout, const std::vector<Gem
 
 StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
                                    const std::vector<GemmVariant>& variants, int device,
-                                   std::int64_t budget);
+                                   std::int64_t budget, const RowBlockHook& hook = {});
 
 }  // namespace halfscope::linalg::detail

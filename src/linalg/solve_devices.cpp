@@ -52,10 +52,11 @@ void check_device(int d, const char* function) {
 std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix& l, Array& b,
                                                           const std::vector<GemmVariant>& variants,
                                                           int device, std::int64_t device_memory,
-                                                          SolveReport& report) {
+                                                          SolveReport& report,
+                                                          const RowBlockHook& hook) {
   check_device(device, "solve_right");
   const StreamedSolve s =
-      solve_right_streamed(l, b, variants, device, device_budget(device, device_memory));
+      solve_right_streamed(l, b, variants, device, device_budget(device, device_memory), hook);
   report.slabs = s.slabs;
   report.row_blocks = s.row_blocks;
   report.host_to_device_bytes = s.host_to_device;
@@ -118,7 +119,8 @@ void solve_rows_devices(const TileMatrix& l, Array& b, const std::vector<GemmVar
 
 std::pair<std::int64_t, std::int64_t> solve_rows_streamed(const TileMatrix&, Array&,
                                                           const std::vector<GemmVariant>&, int,
-                                                          std::int64_t, SolveReport&) {
+                                                          std::int64_t, SolveReport&,
+                                                          const RowBlockHook&) {
   throw Unsupported("solve_right: devices were given but halfscope was built without CUDA");
 }
 

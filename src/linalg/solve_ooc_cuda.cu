@@ -18,7 +18,8 @@
 // Two slab buffers alternate: the next slab is uploaded (its own stream) while the current one
 // computes, and a slab still on the device is not sent again (the last forward slab is the first
 // backward one). B lives on the device, or in host memory and solved by blocks of rows, each
-// block streaming L twice; the budget goes first to B's rows, with slabs of at least one span.
+// block streaming L twice; the budget goes first to B's rows, with slabs of at least one span. A
+// caller's hook (RowBlockHook) works on each solved block before it goes back.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -243,7 +244,7 @@ std::int64_t streamed_solve_need(const TileLayout& layout, const std::vector<Gem
 
 StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
                                    const std::vector<GemmVariant>& variants, int device,
-                                   std::int64_t budget) {
+                                   std::int64_t budget, const RowBlockHook& hook) {
   const TileLayout& layout = l.layout;
   const cuda::DeviceGuard restore;
   HS_CUDA_CHECK(cudaSetDevice(device));
@@ -389,7 +390,9 @@ StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
   const auto steps = static_cast<std::int64_t>(order.size());
   int current = place(order[0].first, 1);
   for (std::int64_t block = 0; block < blocks; ++block) {
-    const std::int64_t r0 = block * rows, count = std::min(rows, r - r0);
+    // With a hook the blocks are cut from the end of b: the first one solved ends at its last row.
+    const std::int64_t r0 = hook ? std::max<std::int64_t>(0, r - (block + 1) * rows) : block * rows;
+    const std::int64_t count = hook ? r - block * rows - r0 : std::min(rows, r - r0);
     sv.r = count;
     sv.b = z.own_b ? own_b : b.data_as<float>();
     if (z.own_b) {
@@ -433,12 +436,16 @@ StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
     // The solution's entries finite (an FP32 overflow of a nearly singular factor's solve).
     HS_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, 8, s));
     first_non_finite_async(sv.b, count * n, first_bad, s);
-    if (z.own_b) {
+    const auto download = [&] {
+      if (!z.own_b) return;
       HS_CUDA_CHECK(cudaMemcpyAsync(b.data_as<float>() + r0 * n, own_b,
                                     static_cast<std::size_t>(count * n * 4), cudaMemcpyDeviceToHost,
                                     s));
       report.device_to_host += count * n * 4;
-    }
+    };
+    // Without a hook the block goes back behind its check; a hook sees only a finite block, so
+    // the check is read first.
+    if (!hook) download();
     sv.inverses_ready = true;
     FailureCode code = kNoFailure;
     HS_CUDA_CHECK(cudaMemcpyAsync(&code, sv.flag, sizeof(FailureCode), cudaMemcpyDeviceToHost, s));
@@ -450,7 +457,12 @@ StreamedSolve solve_right_streamed(const TileMatrix& l, Array& b,
       report.output_non_finite = r0 * n + static_cast<std::int64_t>(bad);
       break;
     }
+    if (hook) {
+      hook(sv.b, r0, count, s);
+      download();
+    }
   }
+  if (hook) stream.synchronize();  // the last block's rows are back
   report.slabs = slabs;
   report.row_blocks = blocks;
   return report;

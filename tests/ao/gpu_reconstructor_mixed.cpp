@@ -4,15 +4,24 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "ao/reconstructor_tiptilt.hpp"
 #include "covariance_test_systems.hpp"
+#include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/linalg/solve.hpp"
 #include "reconstructor_mixed_checks.hpp"
 #include "test_support.hpp"
+
+#if HALFSCOPE_WITH_CUDA
+#include "halfscope/core/cuda.hpp"
+#endif
 
 namespace halfscope::ao {
 namespace {
@@ -151,6 +160,58 @@ TEST(ReconstructorMixedGpu, HostMemoryRunsPlaceTheRightHandSidesByTheBudget) {
   }
   EXPECT_NE(std::find(placed.begin(), placed.end(), Memory::pinned), placed.end());
   EXPECT_NE(std::find(placed.begin(), placed.end(), Memory::device), placed.end());
+#endif
+}
+
+// The tip-tilt correction on the device by blocks of rows handed over last first (what a streamed
+// solve with [Ctm; U^T] in host memory does) against the host's whole-array correction: equal up
+// to the order of each FP64 group sum (a float32 rounding apart at most). A first block without
+// all of W is declined and left as it was.
+TEST(ReconstructorMixedGpu, DeviceTiptiltBlocksMatchTheHostCorrection) {
+  HS_REQUIRE_GPU();
+#if HALFSCOPE_WITH_CUDA
+  const std::int64_t m = 37, n = 500;
+  const std::vector<detail::TiptiltGroup> groups = {{0, 100, 0.7, 1.0f / 100},
+                                                    {100, 100, 0.7, 1.0f / 100},
+                                                    {250, 125, 2.5, 1.0f / 125},
+                                                    {375, 125, 2.5, 1.0f / 125}};
+  const auto q = static_cast<std::int64_t>(groups.size());
+  Array rows(DType::f32, {m + q, n});
+  for (std::int64_t i = 0; i < (m + q) * n; ++i)
+    rows.data_as<float>()[i] = static_cast<float>(std::sin(0.011 * static_cast<double>(i)) + 0.3);
+  Array want = rows.clone(Memory::host);
+  detail::apply_tiptilt_correction(want, m, groups);
+  double scale = 0;
+  for (std::int64_t i = 0; i < m * n; ++i)
+    scale = std::max(scale, std::abs(double{want.data_as<float>()[i]}));
+
+  for (const std::int64_t block : {std::int64_t{10}, std::int64_t{4}, m + q}) {
+    Array x = rows.to(Memory::device);
+    cuda::Stream stream;
+    detail::DeviceTiptiltBlocks hook(groups, m, n);
+    for (std::int64_t end = m + q; end > 0; end -= block) {
+      const std::int64_t first = std::max<std::int64_t>(0, end - block);
+      hook(x.data_as<float>() + first * n, first, end - first, stream.get());
+    }
+    ASSERT_TRUE(hook.applied()) << "blocks of " << block;
+    const Array got = x.to(Memory::host);
+    double worst = 0;
+    for (std::int64_t i = 0; i < (m + q) * n; ++i)
+      worst = std::max(worst, std::abs(double{got.data_as<float>()[i]} - want.data_as<float>()[i]));
+    EXPECT_LE(worst, 2 * std::ldexp(scale, -24)) << "blocks of " << block;
+  }
+  // Three rows first (W has four), then a first block that does not end at W's last row.
+  for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{m + q - 3, 3},
+                                     std::pair<std::int64_t, std::int64_t>{0, 20}}) {
+    Array x = rows.to(Memory::device);
+    cuda::Stream stream;
+    detail::DeviceTiptiltBlocks hook(groups, m, n);
+    hook(x.data_as<float>() + first * n, first, count, stream.get());
+    hook(x.data_as<float>(), 0, 1, stream.get());  // later blocks are left alone too
+    EXPECT_FALSE(hook.applied()) << "first block " << first << " + " << count;
+    const Array got = x.to(Memory::host);
+    EXPECT_EQ(std::memcmp(got.data(), rows.data(), static_cast<std::size_t>(rows.nbytes())), 0);
+  }
 #endif
 }
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["framework_of", "prepare", "is_device", "stream_handle", "device_name", "like"]
+__all__ = ["framework_of", "prepare", "is_device", "stream_handle", "device_name", "like",
+           "floating", "first_non_finite"]
 
 
 def framework_of(x) -> str:
@@ -41,10 +42,12 @@ def prepare(x, name: str, like_array=None):
     """`x` as an array the core takes without a copy where possible.
 
     With `like_array`, an argument of another framework or device is moved to that of
-    `like_array` (a copy, so that an operation never mixes host and device operands).
+    `like_array` (a copy, so that an operation never mixes host and device operands). None is a
+    TypeError naming `name` (optional arrays are tested for None before they get here).
     """
     if x is None:
-        return None
+        raise TypeError(f"Python argument '{name}': expected an array (NumPy, CuPy, torch or a "
+                        f"nested list of numbers), found None")
     kind = framework_of(x)
     if kind == "torch":
         if x.requires_grad:
@@ -106,10 +109,64 @@ def device_name(device, *arrays) -> str:
         return "cuda" if any(is_device(a) for a in arrays if a is not None) else "auto"
     text = str(device).lower()
     if text == "gpu":
-        return "cuda"
+        text = "cuda"
     if text not in ("auto", "cpu", "cuda"):
         raise _core.InvalidInput(f"device '{device}': expected None, 'auto', 'cpu' or 'cuda'")
+    if text == "cuda" and not _core.cuda_available():
+        # Said here in the Python spelling: the library's own message names the CLI's --device.
+        report = _core.info()
+        driver = report["driver_version"] or "none"
+        raise _core.Unsupported(f"device={device!r}: no CUDA device (driver: {driver}; "
+                                f"{report['status']}); use device='cpu' or 'auto'")
     return text
+
+
+def floating(x):
+    """`x` when its dtype is floating (or complex, which the core rejects naming the argument),
+    else a float64 copy of the same kind on the same device: for the operations whose library
+    entry point reads floating arrays only, so that integer input is taken as everywhere else."""
+    kind = framework_of(x)
+    if kind == "torch":
+        import torch
+
+        return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
+    if x.dtype.kind in "fc":
+        return x
+    return x.astype(np.float64)
+
+
+def first_non_finite(x):
+    """(index tuple, value) of the first NaN or infinity of `x` in C order, or None when every
+    value is finite. Read in blocks of leading-axis slices (a few million elements each), so the
+    check needs no mask the size of `x`; device arrays are checked on their device and only the
+    verdict (and the one value) come back."""
+    kind = framework_of(x)
+    if kind == "torch":
+        import torch
+
+        if not (x.is_floating_point() or x.is_complex()):
+            return None
+        finite = torch.isfinite
+    else:
+        if x.dtype.kind not in "fc":
+            return None
+        xp = np
+        if kind == "cupy":
+            import cupy as xp
+        finite = xp.isfinite
+    whole = x.reshape(1) if x.ndim == 0 else x
+    rows = max(1, (1 << 22) // max(1, int(np.prod(whole.shape[1:], dtype=np.int64))))
+    for start in range(0, whole.shape[0], rows):
+        bad = ~finite(whole[start:start + rows])
+        if not bool(bad.any()):
+            continue
+        flat = bad.reshape(-1)
+        first = int((flat.to(torch.uint8) if kind == "torch" else flat).argmax())
+        index = list(int(i) for i in np.unravel_index(first, tuple(bad.shape)))
+        index[0] += start
+        index = tuple(index[1:]) if x.ndim == 0 else tuple(index)
+        return index, x[index].item()
+    return None
 
 
 def like(result, reference):

@@ -110,6 +110,10 @@ class ConvPlan:
     def __init__(self, kernel, mode="full", boundary="fill", fillvalue=0, *, correlate=False,
                  method="auto", precision="single", device=None):
         k = _arrays.prepare(kernel, "kernel")
+        # Checked here, not at the first call: a plan that cannot run should not be made.
+        if k.ndim != 2 or 0 in tuple(k.shape):
+            raise _core.InvalidInput(f"Python argument 'kernel': expected a non-empty 2-D array, "
+                                     f"found shape {tuple(k.shape)}")
         self._plan = _core.ConvPlan(k, str(mode).lower(), _boundary(boundary, fillvalue),
                                     bool(correlate), str(method).lower(),
                                     str(precision).lower(), _arrays.device_name(device, k))

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _arrays
 from ._core import InvalidInput
-from .mfilter import matched_filter
+from .mfilter import integer_samples, matched_filter, real_array
 
 __all__ = ["array_xcorr", "register"]
 
@@ -31,19 +31,21 @@ def array_xcorr(templates, stream, pads, cc_squared=False, *args, arch="auto", p
     ``arch`` 'auto' runs on the GPU when one is present; ``precision`` None is the method's
     default (split on the GPU). Flat windows give 0, as EQcorrscan's backends do.
     """
-    t = np.asarray(_arrays.to_numpy(templates), dtype=np.float64)
+    t = real_array(templates, "templates").astype(np.float64)
     if t.ndim != 2:
         raise InvalidInput(f"templates: expected (n_templates, K), found shape {t.shape}")
-    data = np.asarray(_arrays.to_numpy(stream))
+    data = real_array(stream, "stream")
     if data.ndim != 1:
         raise InvalidInput(f"stream: expected a 1-D array, found shape {data.shape}")
     used = ~np.isnan(t).any(axis=1)
     t = np.where(used[:, None], t, 0.0)
-    pads = np.asarray(pads, dtype=np.int64).reshape(-1)
+    pads = integer_samples(pads, "pads").reshape(-1)
     if pads.shape[0] != t.shape[0]:
         raise InvalidInput(f"pads: {pads.shape[0]} values for {t.shape[0]} templates")
+    # check_zeros off: flat stretches are expected here and EQcorrscan reports its own way.
     ccc = matched_filter(t[:, None, :], pads[:, None], used.astype(np.float64)[:, None],
-                         data[None, :], 1, arch=arch, normalize="full", precision=precision)
+                         data[None, :], 1, arch=arch, check_zeros=False, normalize="full",
+                         precision=precision)
     ccc = np.asarray(ccc, dtype=np.float32)
     if cc_squared:
         ccc = ccc * np.abs(ccc)

@@ -23,6 +23,14 @@ def _square(a):
     return a
 
 
+def _tile(tile) -> int:
+    """The tile size for the core: an integer >= 1; InvalidInput naming ``tile`` otherwise (a
+    policy function's tile grid would otherwise divide by it first)."""
+    if isinstance(tile, bool) or not isinstance(tile, numbers.Integral) or tile < 1:
+        raise _core.InvalidInput(f"tile: expected a tile size >= 1 (an integer), found {tile!r}")
+    return int(tile)
+
+
 def _device_list(devices, device: str) -> list:
     """The core's CUDA device list for ``devices`` ([] for None: where the data are), checked as
     the CLI's --devices: indices >= 0, each once, on a GPU run. ``device`` is the core's device
@@ -120,11 +128,12 @@ def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, de
     for devices without a usable CUDA device.
     """
     m = _square(_arrays.prepare(a, "a"))
+    tile = _tile(tile)
     where = _arrays.device_name(device, m)
     listed = _device_list(devices, where)
     budget = _device_memory(device_memory, listed)
-    name, table = _policy_args(policy, m, int(tile))
-    r = _core.cholesky(m, name, table, int(tile), bool(recover), where, listed, budget,
+    name, table = _policy_args(policy, m, tile)
+    r = _core.cholesky(m, name, table, tile, bool(recover), where, listed, budget,
                        _arrays.stream_handle(None, m), _arrays.framework_of(m))
     out = _arrays.like(r["L"], m)
     return (out, r["report"]) if full_output else out
@@ -145,8 +154,9 @@ def solve(a, b, *, policy="uniform:SP", solve_policy="uniform:SP", tile=256, ref
         raise _core.InvalidInput(f"Python argument 'b': expected ({m.shape[0]},) or "
                                  f"({m.shape[0]}, r) for a of shape {tuple(m.shape)}, found "
                                  f"shape {tuple(rhs.shape)}")
-    name, table = _policy_args(policy, m, int(tile))
-    r = _core.spd_solve(m, _arrays.to_numpy(rhs), name, table, str(solve_policy), int(tile),
+    tile = _tile(tile)
+    name, table = _policy_args(policy, m, tile)
+    r = _core.spd_solve(m, _arrays.to_numpy(rhs), name, table, str(solve_policy), tile,
                         bool(refine), int(max_iterations), _arrays.device_name(device, m),
                         _arrays.stream_handle(None, m))
     out = _arrays.like(r["x"], rhs)

@@ -14,6 +14,69 @@ __all__ = ["matched_filter", "detect", "matched_filter_detect"]
 _ARCH = {"gpu": ("cuda", None), "cpu": ("cpu", None), "precise": ("cpu", "double"),
          "auto": ("auto", None)}
 
+# Every spelling of threshold_type, any case: EQcorrscan's 'MAD' / 'absolute', the CLI's mad / abs.
+_THRESHOLD_TYPES = {"mad": "mad", "abs": "abs", "absolute": "abs"}
+
+# Moveouts cross to the core as int64; floats beyond this are not whole sample counts there.
+_INT64_LIMIT = 2.0 ** 63
+
+
+def integer_samples(values, name):
+    """`values` (array-like) as an int64 NumPy array of sample counts. Integer-valued floats are
+    taken (FMF casts moveouts with np.int32, so callers pass rounded floats); a fraction, NaN,
+    an infinity or a value beyond int64 is InvalidInput naming `name`, the index and the value,
+    since truncating it would silently shift or drop the channel."""
+    a = np.asarray(_arrays.to_numpy(values))
+    kind = a.dtype.kind
+    if kind == "b":
+        a = a.astype(np.int64)
+    elif kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.isfinite(a) & (a == np.round(a)) & (np.abs(a) < _INT64_LIMIT))
+        if bad.any():
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), a.shape))
+            raise _core.InvalidInput(
+                f"Python argument '{name}': expected whole numbers of samples (integers, or "
+                f"integer-valued floats), found {a[index].item()!r} at index {index}")
+    elif kind == "u":
+        too_large = a > np.iinfo(np.int64).max
+        if too_large.any():
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(too_large)), a.shape))
+            raise _core.InvalidInput(f"Python argument '{name}': expected sample counts that fit "
+                                     f"int64, found {a[index].item()!r} at index {index}")
+    elif kind != "i":
+        raise _core.InvalidInput(f"Python argument '{name}': expected integer sample counts, "
+                                 f"found dtype {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
+def real_array(values, name):
+    """`values` as a NumPy array of a real dtype; InvalidInput naming `name` otherwise (a complex
+    weight cast to float64 would silently lose its imaginary part)."""
+    a = np.asarray(_arrays.to_numpy(values))
+    if a.dtype.kind not in "biuf":
+        raise _core.InvalidInput(f"Python argument '{name}': expected real numbers, found dtype "
+                                 f"{a.dtype}")
+    return a
+
+
+def _threshold_type(value) -> str:
+    """The core's name of a threshold_type, any case; InvalidInput listing every spelling."""
+    key = value.lower() if isinstance(value, str) else None
+    if key not in _THRESHOLD_TYPES:
+        raise _core.InvalidInput(f"threshold_type {value!r}: expected 'MAD' (or 'mad'), "
+                                 f"'absolute' or 'abs', in any case")
+    return _THRESHOLD_TYPES[key]
+
+
+def _check_zeros(value):
+    """FMF's check_zeros as 'first', 'all' or None (off), checked before any work is done."""
+    if value is False or value is None:
+        return None
+    if isinstance(value, str) and value.lower() in ("first", "all"):
+        return value.lower()
+    raise _core.InvalidInput(f"check_zeros {value!r}: expected False, 'first' or 'all'")
+
 
 def _network(values, name, n_templates, n_stations, n_components, dtype):
     """FMF's moveouts / weights -> (T, S * C) host arrays (None stays None), by FMF's size rule:
@@ -21,7 +84,7 @@ def _network(values, name, n_templates, n_stations, n_components, dtype):
     components."""
     if values is None:
         return None
-    a = np.asarray(_arrays.to_numpy(values))
+    a = integer_samples(values, name) if dtype == np.int64 else real_array(values, name)
     full = n_templates * n_stations * n_components
     if a.size == full:
         a = a.reshape(n_templates, n_stations * n_components)
@@ -91,7 +154,7 @@ def _call_arguments(templates, moveouts, weights, data, arch, precision):
             "" if chosen is None else str(chosen).lower(), shape)
 
 
-def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check_zeros=False,
+def matched_filter(templates, moveouts, weights, data, step=1, arch="cpu", check_zeros="first",
                    normalize="short", network_sum=True, *, precision=None, method="auto",
                    devices=None, stream=None):
     """Normalized cross-correlation of templates against continuous data, stacked over the
@@ -101,12 +164,15 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     ----------
     templates : (T, S, C, K) or (T, N, K) array; (S, C, K) / (N, K) for one template
     moveouts : int array (T, S, C), (T, S) (repeated over components, as FMF) or (T, N), in
-        samples; None for zeros
+        samples (integer-valued floats are taken; a fraction or NaN is InvalidInput); None for
+        zeros
     weights : float array of the moveouts' shape; None for ones. A weight of 0 skips a channel.
     data : (S, C, L) or (N, L) array (NumPy, CuPy or torch; device data stay on the device)
     step : samples between correlation times
-    arch : 'gpu', 'cpu', 'precise' (CPU, FP64) or 'auto'
-    check_zeros : False, 'first' or 'all': warn (as FMF prints) when many correlations are 0
+    arch : 'cpu' (FMF's default), 'gpu' (Unsupported without a GPU), 'precise' (CPU, FP64) or
+        'auto' (the GPU when there is one)
+    check_zeros : 'first' (FMF's default), 'all' or False: warn (as FMF prints) when more than 10
+        correlations of the first (every) template are 0
     normalize : 'short' (study 001, FMF's default) or 'full' (demeaned windows and templates)
     network_sum : True: (T, n_corr); False: (T, S, C, n_corr) or (T, N, n_corr)
     precision : None (split on the GPU, single on the CPU, double for 'precise'), or a name
@@ -121,6 +187,7 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
     float32 array of the data's kind, n_corr = (L - K) // step + 1. CC is 0 where a window is
     flat or leaves the data, never NaN.
     """
+    zeros = _check_zeros(check_zeros)
     d, t3, d2, mo, w, device, chosen, (n_t, n_s, n_c, _) = _call_arguments(
         templates, moveouts, weights, data, arch, precision)
     cc = _core.matched_filter(t3, d2, mo, w, str(normalize).lower(), str(method).lower(), chosen,
@@ -128,19 +195,17 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="gpu", check
                               _arrays.framework_of(d), _arrays.stream_handle(stream, d))
     if not network_sum and d.ndim == 3:
         cc = cc.reshape(n_t, n_s, n_c, cc.shape[-1])
-    if check_zeros:
-        _warn_zeros(cc, mo, step, check_zeros, network_sum)
+    if zeros:
+        _warn_zeros(cc, mo, step, zeros)
     return cc
 
 
-def _warn_zeros(cc, moveouts, step, check_zeros, network_sum):
-    """FMF's check_zeros: count exact zeros before the last max-moveout correlations."""
-    if check_zeros not in ("first", "all"):
-        raise _core.InvalidInput(f"check_zeros {check_zeros!r}: expected False, 'first' or 'all'")
-    host = _arrays.to_numpy(cc)
-    span = host.shape[-1] - (0 if moveouts is None else int(np.max(moveouts)) // int(step))
-    rows = host[:1] if check_zeros == "first" else host
-    for index, row in enumerate(rows.reshape(rows.shape[0], -1, host.shape[-1])):
+def _warn_zeros(cc, moveouts, step, check_zeros):
+    """FMF's check_zeros: count exact zeros before the last max-moveout correlations. Only the
+    rows checked are copied from a device stack."""
+    rows = _arrays.to_numpy(cc[:1] if check_zeros == "first" else cc)
+    span = rows.shape[-1] - (0 if moveouts is None else int(np.max(moveouts)) // int(step))
+    for index, row in enumerate(rows.reshape(rows.shape[0], -1, rows.shape[-1])):
         zeros = int(np.sum(row[..., :max(span, 0)] == 0.0))
         if zeros > 10:
             warnings.warn(f"{zeros} correlations are 0 for template {index}: zeros or flat "
@@ -162,33 +227,72 @@ def _detections(columns: dict) -> np.ndarray:
     return out
 
 
+def _stack(cc_sum):
+    """`cc_sum` as the float32 (T, n_corr) stack the core searches, of the caller's kind and
+    device: any real dtype is converted (a copy unless it is float32 already); complex, a wrong
+    rank, an empty stack and NaN or infinite values are InvalidInput naming cc_sum (a NaN would
+    otherwise be skipped, shifting the MAD, and an infinity reported as a detection)."""
+    cc = _arrays.prepare(cc_sum, "cc_sum")
+    kind = _arrays.framework_of(cc)
+    dtype = str(cc.dtype).replace("torch.", "")
+    if "complex" in dtype:
+        raise _core.InvalidInput(f"Python argument 'cc_sum': expected a real stack, found dtype "
+                                 f"{dtype}")
+    if cc.ndim != 2 or 0 in tuple(cc.shape):
+        raise _core.InvalidInput(f"Python argument 'cc_sum': expected a non-empty 2-D (templates, "
+                                 f"correlations) stack, found shape {tuple(cc.shape)}")
+    bad = _arrays.first_non_finite(cc)
+    if bad is not None:
+        (t, i), value = bad
+        what = "NaN" if value != value else "infinite value"
+        raise _core.InvalidInput(f"Python argument 'cc_sum': {what} ({value}) at template {t}, "
+                                 f"correlation {i}; expected finite values")
+    if dtype == "float32":
+        return cc
+    if kind == "torch":
+        import torch
+
+        wide = cc.to(torch.float32)
+    else:
+        with np.errstate(over="ignore"):
+            wide = cc.astype(np.float32)
+    bad = _arrays.first_non_finite(wide)
+    if bad is not None:
+        (t, i), _ = bad
+        raise _core.InvalidInput(f"Python argument 'cc_sum': {cc[t, i].item()} at template {t}, "
+                                 f"correlation {i} is beyond float32, the stack's type")
+    return wide
+
+
 def detect(cc_sum, threshold=8.0, threshold_type="MAD", min_separation=1, step=1, stream=None):
     """Declustered peaks of a (T, n_corr) network stack (EQcorrscan's semantics).
 
-    threshold_type 'MAD': threshold x median(|cc_sum|) per template; 'absolute': the value
-    itself. Peaks are found on |cc_sum|, strongest first; weaker peaks within
-    ``min_separation`` samples of the data (converted with ``step``) are dropped.
+    cc_sum: any real dtype (searched in float32, the matched filter's output type), finite.
+    threshold_type 'MAD' / 'mad': threshold x median(|cc_sum|) per template; 'absolute' /
+    'abs': the value itself (any case). Peaks are found on |cc_sum|, strongest first; weaker
+    peaks within ``min_separation`` samples of the data (converted with ``step``) are dropped.
 
     Returns a NumPy structured array sorted by template then time, fields template, index
     (correlation index), sample (index x step), value (signed cc_sum), threshold.
     """
-    cc = _arrays.prepare(cc_sum, "cc_sum")
-    return _detections(_core.detect_peaks(cc, float(threshold), str(threshold_type),
-                                          int(min_separation), int(step),
-                                          _arrays.stream_handle(stream, cc)))
+    kind = _threshold_type(threshold_type)
+    cc = _stack(cc_sum)
+    return _detections(_core.detect_peaks(cc, float(threshold), kind, int(min_separation),
+                                          int(step), _arrays.stream_handle(stream, cc)))
 
 
-def matched_filter_detect(templates, moveouts, weights, data, step=1, arch="gpu",
+def matched_filter_detect(templates, moveouts, weights, data, step=1, arch="cpu",
                           normalize="short", threshold=8.0, threshold_type="MAD",
                           min_separation=1, *, precision=None, method="auto", devices=None,
                           stream=None):
     """Correlation and detection in one call without keeping the whole stack (on the GPU each
     chunk's stack is searched on the device). Arguments as :func:`matched_filter` and
     :func:`detect`; the result also has the field channels_used."""
+    kind = _threshold_type(threshold_type)
     d, t3, d2, mo, w, device, chosen, _ = _call_arguments(templates, moveouts, weights, data,
                                                           arch, precision)
     columns = _core.matched_filter_detect(
         t3, d2, mo, w, str(normalize).lower(), str(method).lower(), chosen, device, int(step),
-        float(threshold), str(threshold_type), int(min_separation), _devices(devices),
+        float(threshold), kind, int(min_separation), _devices(devices),
         _arrays.stream_handle(stream, d))
     return _detections(columns)

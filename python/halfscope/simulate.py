@@ -4,6 +4,7 @@ planted events (study 001) and adaptive-optics systems (study 002)."""
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from dataclasses import dataclass, field
 
@@ -12,6 +13,14 @@ import numpy as np
 from . import _arrays, _core
 
 __all__ = ["psf", "sky", "observation", "seismic", "SeismicData", "ao_system"]
+
+
+def _seed(seed) -> int:
+    """A seed for the core's generators: an integer in [0, 2^64); InvalidInput naming ``seed``
+    otherwise (the binding's unsigned argument would reject it with a bare signature list)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise _core.InvalidInput(f"seed: expected an integer in [0, 2**64), found {seed!r}")
+    return int(seed)
 
 
 def psf(rows=2048, cols=2048, antennas="meerkat", *, dec_deg=-30.0, ha_start_h=-4.0,
@@ -44,7 +53,7 @@ def sky(rows=2048, cols=2048, *, sources=100, flux_index=-2.0, flux_min=0.01, fl
     returns (sky, info) with points, halo, brightest, halo_peak."""
     r = _core.simulate_sky(int(rows), int(cols), int(sources), float(flux_index),
                            float(flux_min), float(flux_max), float(halo_ratio),
-                           float(halo_correlation_px), int(seed))
+                           float(halo_correlation_px), _seed(seed))
     image = r.pop("sky")
     return (image, r) if full_output else image
 
@@ -57,7 +66,7 @@ def observation(sky, psf, *, snr_db=37.0, seed=1, boundary="circular",
     f = _arrays.prepare(sky, "sky")
     r = _core.simulate_observation(_arrays.to_numpy(f),
                                    _arrays.to_numpy(_arrays.prepare(psf, "psf")),
-                                   float(snr_db), int(seed), str(boundary).lower())
+                                   float(snr_db), _seed(seed), str(boundary).lower())
     dirty = _arrays.like(r.pop("dirty"), f)
     return (dirty, r) if full_output else dirty
 
@@ -83,7 +92,7 @@ def seismic(channels=3, samples=60_000, templates=2, template_length=200, events
     r = _core.simulate_seismic(int(channels), int(samples), int(templates), int(template_length),
                                int(events_per_template), [float(c) for c in event_cc],
                                float(noise_colour), int(max_moveout), float(sample_rate),
-                               str(normalize).lower(), int(seed))
+                               str(normalize).lower(), _seed(seed))
     return SeismicData(**r)
 
 

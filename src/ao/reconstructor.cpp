@@ -84,8 +84,13 @@ namespace {
 // "reconstructor_fp64: cmm: expected ...".
 Array host_f64(const Array& a, const char* function, const char* name) {
   const std::string where = std::string(function) + ": " + name;
-  if (a.empty()) throw InvalidInput(where + ": expected a 2-D floating array, found an empty one");
+  if (a.empty()) throw InvalidInput(where + ": expected a 2-D floating array, found none");
   if (a.ndim() != 2) throw InvalidInput(where + ": expected a 2-D matrix, found " + a.describe());
+  // A 0 x n or n x 0 matrix must stop here: LAPACK rejects n = 0 with a leading dimension of 0
+  // (printing to stderr), and an empty R or Cee would be no answer.
+  if (a.size() == 0)
+    throw InvalidInput(where + ": expected a non-empty matrix (at least 1 x 1), found " +
+                       a.describe());
   const DType t = a.dtype();
   if (t != DType::f64 && t != DType::f32 && t != DType::f16 && t != DType::bf16)
     throw InvalidInput(where +

@@ -116,6 +116,29 @@ def test_reconstructor_bad_devices(check):
             hs.ao.reconstructor(*source, tile=128, devices=[1, 1])
 
 
+def test_missing_arguments_and_bad_tiles_name_the_argument(spd_matrix):
+    """None where an array belongs is a TypeError naming the argument (not an AttributeError from
+    inside the wrapper), a tile size below 1 an InvalidInput naming tile (with a policy function
+    it used to divide by zero first)."""
+    a = spd_matrix[0]
+    with pytest.raises(TypeError, match=r"'a': expected an array.*found None"):
+        hs.linalg.cholesky(None)
+    with pytest.raises(TypeError, match=r"'b': expected an array.*found None"):
+        hs.linalg.solve(a, None)
+    with pytest.raises(TypeError, match=r"'ctm': expected the \(m, n\) Ctm matrix.*found None"):
+        hs.ao.reconstructor(a, None)
+    with pytest.raises(TypeError, match=r"'system': expected a system.*found ndarray"):
+        hs.ao.covariance(a)
+    for tile in (0, -64, 2.5, True):
+        for call in (lambda: hs.linalg.cholesky(a, tile=tile, policy=lambda *q: "SP"),
+                     lambda: hs.linalg.cholesky(a, tile=tile),
+                     lambda: hs.linalg.solve(a, a[:, 0], tile=tile),
+                     lambda: hs.ao.reconstructor(a, a[:5], tile=tile, policy=lambda *q: "SP")):
+            with pytest.raises(hs.InvalidInput) as info:
+                call()
+            assert "tile" in str(info.value) and repr(tile) in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("columns", [None, 3])
 def test_solve_matches_numpy(spd_matrix, rng, columns):
     a, cond = spd_matrix
@@ -179,6 +202,16 @@ def test_covariance_shapes_symmetry_and_definiteness(check):
     np.testing.assert_array_equal(f32, cmm.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.dtype("float32"), "f4", "float32"])
+def test_covariance_dtype_as_numpy_dtype_or_name(check, dtype):
+    want = hs.ao.covariance(check[0], "ctm", dtype="float32", device="cpu")
+    got = hs.ao.covariance(check[0], "ctm", dtype=dtype, device="cpu")
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(hs.InvalidInput, match="float16"):
+        hs.ao.covariance(check[0], "ctm", dtype=np.float16, device="cpu")
+
+
 def test_noise_enters_only_the_sensors_own_blocks(check):
     """Noise is per sensor (docs/ao.md): without it Cmm changes only in the diagonal sensor blocks,
     by a positive diagonal; Ctm and Ctt (the truth sensor is noise-free) do not change."""
@@ -232,6 +265,40 @@ def test_reconstructor_from_matrices_matches_numpy(check):
     # Both FP64 solves are within kappa gamma_{3n+1}(u64) (~1e-6 here) of the exact R (normwise).
     u64 = 2.0 ** -53
     assert np.linalg.norm(fp64 - ref) / np.linalg.norm(ref) <= 2 * kappa * gamma(3 * n + 1, u64)
+
+
+@pytest.mark.parametrize("cmm_shape,ctm_shape,words", [
+    ((0, 0), (0, 0), ["cmm", "non-empty", "[0, 0]"]),
+    ((3, 3), (0, 3), ["ctm", "non-empty", "[0, 3]"]),
+    ((3, 3), (2, 0), ["ctm", "non-empty", "[2, 0]"]),
+    ((3, 3), (2, 4), ["ctm", "2 x 3", "[2, 4]"]),
+    ((3, 4), (2, 4), ["cmm", "square", "[3, 4]"]),
+    ((3,), (2, 3), ["cmm", "2-D", "[3]"]),
+])
+def test_reconstructor_fp64_checks_its_inputs_before_lapack(capfd, cmm_shape, ctm_shape, words):
+    """Empty and mismatched matrices are InvalidInput naming the argument; LAPACK is never
+    reached (it would print '** On entry to DPOSV ...' and fail with a bare hs.Error)."""
+    cmm = np.eye(cmm_shape[0], *cmm_shape[1:]) if len(cmm_shape) == 2 else np.ones(cmm_shape)
+    with pytest.raises(hs.InvalidInput) as info:
+        hs.ao.reconstructor_fp64(cmm, np.ones(ctm_shape), device="cpu")
+    for w in words:
+        assert w in str(info.value), str(info.value)
+    assert "DPOSV" not in capfd.readouterr().err
+
+
+def test_reconstructor_fp64_and_evaluate_take_integer_arrays(check):
+    """Any real dtype, as hs.ao.reconstructor: integers are converted to float64."""
+    cmm = 4 * np.eye(6, dtype=np.int64) + 1
+    ctm = np.arange(12, dtype=np.int32).reshape(2, 6)
+    np.testing.assert_array_equal(hs.ao.reconstructor_fp64(cmm, ctm, device="cpu"),
+                                  hs.ao.reconstructor_fp64(cmm.astype(float), ctm.astype(float),
+                                                           device="cpu"))
+    zero = np.zeros((152, 912), dtype=np.int16)  # R = 0: the error is Ctt's trace
+    got = hs.ao.evaluate(check[0], zero, psf_size=64, device="cpu")
+    want = hs.ao.evaluate(check[0], zero.astype(np.float64), psf_size=64, device="cpu")
+    assert got["tomographic_error_nm"] == want["tomographic_error_nm"] > 0
+    with pytest.raises(hs.InvalidInput, match="'reconstructor'.*complex"):
+        hs.ao.evaluate(check[0], zero.astype(complex), psf_size=64, device="cpu")
 
 
 def test_reconstructor_forward_error_within_kappa(spd_matrix, rng):

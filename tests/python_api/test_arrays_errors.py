@@ -142,3 +142,29 @@ def test_info_and_cuda_available_agree():
         assert info["devices"] == [] and not hs.cuda_available()
     for index, device in enumerate(info["devices"]):
         assert device["index"] == index and device["name"] and "cc" in device
+
+
+def test_device_cuda_without_a_gpu_speaks_python(image_and_kernel):
+    """device='cuda' without a usable GPU is Unsupported in the Python spelling (device='cuda',
+    device='cpu'), not the CLI's --device."""
+    if hs.cuda_available():
+        pytest.skip("a CUDA device is present")
+    img, ker = image_and_kernel
+    for device in ("cuda", "gpu", "CUDA"):
+        for call in (lambda: hs.convolve2d(img, ker, device=device),
+                     lambda: hs.ConvPlan(ker, device=device),
+                     lambda: hs.linalg.cholesky(np.eye(4), device=device)):
+            with pytest.raises(hs.Unsupported) as info:
+                call()
+            message = str(info.value)
+            assert f"device={device!r}" in message and "device='cpu'" in message, message
+            assert "--device" not in message, message
+
+
+def test_none_for_an_array_names_the_argument(image_and_kernel):
+    img, ker = image_and_kernel
+    for call, name in ((lambda: hs.convolve2d(img, None, device="cpu"), "in2"),
+                       (lambda: hs.convolve2d(None, ker, device="cpu"), "in1"),
+                       (lambda: hs.deconvolve(img, None, device="cpu"), "psf")):
+        with pytest.raises(TypeError, match=rf"'{name}': expected an array.*found None"):
+            call()

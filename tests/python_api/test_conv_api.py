@@ -229,3 +229,14 @@ def test_conv_plan_keeps_its_kernel_and_reports_errors(rng):
         hs.ConvPlan(np.full((3, 3), 1e6), precision="half", device="cpu")
     with pytest.raises(hs.Unsupported):
         hs.ConvPlan(ker, boundary="symm")
+
+
+@pytest.mark.parametrize("kernel", [np.ones((0, 3)), np.ones((3, 0)), np.ones((2, 3, 3)),
+                                    np.ones(4)])
+def test_conv_plan_checks_its_kernel_when_made(kernel):
+    """A plan that could never run is refused at construction, naming the kernel and its shape,
+    not at its first call."""
+    with pytest.raises(hs.InvalidInput) as info:
+        hs.ConvPlan(kernel, device="cpu")
+    message = str(info.value)
+    assert "kernel" in message and str(kernel.shape) in message, message

@@ -7,6 +7,8 @@ NumPy's FP64 to ~2 K u64 per channel, then one rounding to float32: u32 |value| 
 square root, half of it on each energy), and the stack adds sum_c |w_c| of them; plus the output
 rounding u32 sum|w|.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -149,6 +151,62 @@ def test_gpu_arch_without_a_gpu_is_unsupported(rng):
         hs.matched_filter(templates, moveouts, weights, data, 1, arch="gpu")
 
 
+def test_defaults_are_fast_matched_filters(rng):
+    """FMF's defaults (arch='cpu', check_zeros='first'), so the one-line import swap keeps a
+    default call's meaning and runs without a GPU: the same stack as arch='cpu', and a warning,
+    as FMF prints, when the first template's stack holds more than 10 zeros."""
+    import inspect
+
+    for function in (hs.matched_filter, hs.matched_filter_detect):
+        assert inspect.signature(function).parameters["arch"].default == "cpu"
+    assert inspect.signature(hs.matched_filter).parameters["check_zeros"].default == "first"
+    templates, moveouts, weights, data = network_problem(rng)
+    moveouts = np.abs(moveouts)  # inside the data: no zero comes from windows leaving it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default = hs.matched_filter(templates, moveouts, weights, data)
+    np.testing.assert_array_equal(
+        default, hs.matched_filter(templates, moveouts, weights, data, 1, arch="cpu"))
+    data[:, :, 500:700] = 0.0  # a zero-filled gap: flat windows give 0 on every channel
+    with pytest.warns(UserWarning, match=r"correlations are 0 for template 0"):
+        hs.matched_filter(templates, moveouts, weights, data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hs.matched_filter(templates, moveouts, weights, data, check_zeros=False)
+    with pytest.raises(hs.InvalidInput, match=r"check_zeros 'some'.*'first' or 'all'"):
+        hs.matched_filter(templates, moveouts, weights, data, check_zeros="some")
+
+
+@pytest.mark.parametrize("bad,shown", [(2.7, "2.7"), (np.nan, "nan"), (np.inf, "inf"),
+                                       (1e19, "1e+19")])
+def test_moveouts_must_be_whole_finite_sample_counts(rng, bad, shown):
+    """A fraction would be truncated and a NaN cast to INT64_MIN (its channel silently dropped):
+    InvalidInput naming moveouts, the index and the value. Integer-valued floats are taken."""
+    templates, moveouts, weights, data = network_problem(rng)
+    moveouts = np.abs(moveouts)
+    as_float = moveouts.astype(np.float64)
+    np.testing.assert_array_equal(
+        hs.matched_filter(templates, as_float, weights, data, 1, arch="cpu", check_zeros=False),
+        hs.matched_filter(templates, moveouts, weights, data, 1, arch="cpu", check_zeros=False))
+    as_float[1, 2, 0] = bad
+    for function in (hs.matched_filter, hs.matched_filter_detect):
+        with pytest.raises(hs.InvalidInput) as info:
+            function(templates, as_float, weights, data, 1, arch="cpu")
+        message = str(info.value)
+        assert "moveouts" in message and "(1, 2, 0)" in message and shown in message, message
+
+
+def test_missing_and_complex_arguments_name_the_argument(rng):
+    templates, moveouts, weights, data = network_problem(rng)
+    for function in (hs.matched_filter, hs.matched_filter_detect):
+        with pytest.raises(TypeError, match=r"'data': expected an array.*found None"):
+            function(templates, moveouts, weights, None, 1, arch="cpu")
+        with pytest.raises(TypeError, match=r"'templates': expected an array.*found None"):
+            function(None, moveouts, weights, data, 1, arch="cpu")
+    with pytest.raises(hs.InvalidInput, match=r"'weights': expected real numbers.*complex"):
+        hs.matched_filter(templates, moveouts, weights + 1j, data, 1, arch="cpu")
+
+
 @pytest.fixture(scope="module")
 def planted():
     """Seismic data with planted events (per-channel CC exactly 0.75 or 0.9, weights 1/C)."""
@@ -185,6 +243,68 @@ def test_detect_finds_every_planted_event(planted):
         rows = mad[mad["template"] == t]
         assert np.allclose(rows["threshold"], 8 * np.median(np.abs(cc[t].astype(np.float64))),
                            rtol=1e-6)
+
+
+@pytest.mark.parametrize("convert", [
+    lambda cc: cc.astype(np.float64), lambda cc: cc.astype(np.float16).astype(np.float64),
+    lambda cc: cc.tolist(), lambda cc: cc.astype(np.float16)], ids=["f64", "f64-of-f16", "list",
+                                                                     "f16"])
+def test_detect_takes_any_real_dtype(planted, convert):
+    """Any real dtype is searched as the float32 stack it holds (docs/python.md): detections equal
+    those of that float32 stack."""
+    cc = convert(planted_stack(planted))
+    want = hs.detect(np.asarray(cc, dtype=np.float32), threshold=0.5, threshold_type="abs",
+                     min_separation=250)
+    got = hs.detect(cc, threshold=0.5, threshold_type="abs", min_separation=250)
+    assert len(got) > 0
+    np.testing.assert_array_equal(got, want)
+    scaled = (planted_stack(planted) * 1000).astype(np.int32)  # integers too
+    np.testing.assert_array_equal(hs.detect(scaled, 500, "abs", 250),
+                                  hs.detect(scaled.astype(np.float32), 500, "abs", 250))
+
+
+@pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinite"),
+                                        (-np.inf, "infinite")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_detect_rejects_non_finite_stacks(planted, value, word, dtype):
+    """A NaN would be skipped (shifting the MAD) and an infinity returned as a detection:
+    InvalidInput naming cc_sum and the first bad element."""
+    cc = planted_stack(planted).astype(dtype)
+    cc[1, 70] = value
+    cc[1, 90] = np.nan
+    with pytest.raises(hs.InvalidInput) as info:
+        hs.detect(cc)
+    message = str(info.value)
+    assert "cc_sum" in message and word in message and "template 1, correlation 70" in message
+    with pytest.raises(hs.InvalidInput, match=r"cc_sum.*beyond float32"):
+        hs.detect(np.array([[0.0, 1e39, 0.0]]))
+
+
+def test_detect_bad_stacks_name_cc_sum():
+    for bad, words in ((np.ones(5), "shape (5,)"), (np.ones((2, 0)), "shape (2, 0)"),
+                       (np.ones((2, 5), complex), "complex")):
+        with pytest.raises(hs.InvalidInput) as info:
+            hs.detect(bad)
+        assert "cc_sum" in str(info.value) and words in str(info.value), str(info.value)
+
+
+def test_threshold_type_is_case_insensitive_and_lists_every_spelling(planted):
+    cc = planted_stack(planted)
+    mad = hs.detect(cc, min_separation=250)
+    absolute = hs.detect(cc, 0.5, "abs", 250)
+    for spelling in ("MAD", "mad", "Mad", "mAd"):
+        np.testing.assert_array_equal(hs.detect(cc, 8.0, spelling, 250), mad)
+    for spelling in ("abs", "ABS", "Abs", "absolute", "Absolute", "ABSOLUTE"):
+        np.testing.assert_array_equal(hs.detect(cc, 0.5, spelling, 250), absolute)
+    for function, args in ((hs.detect, (cc, 0.5)), (hs.matched_filter_detect, (
+            planted.templates, planted.moveouts, planted.weights, planted.data, 1, "cpu",
+            "short", 0.5))):
+        with pytest.raises(hs.InvalidInput) as info:
+            function(*args, threshold_type="median")
+        message = str(info.value)
+        assert "median" in message, message
+        for spelling in ("'MAD'", "'mad'", "'absolute'", "'abs'"):
+            assert spelling in message, message
 
 
 def test_matched_filter_detect_agrees_with_the_two_steps(planted):
@@ -233,3 +353,15 @@ def test_array_xcorr_matches_eqcorrscan_numpy_backend(rng):
     # Their FFT and moving-window statistics (float64, returned as float32) carry ~u32 + the
     # cancellation of the 5.0 offset in the moving std: 2 K u32 covers both here.
     assert np.abs(ours - theirs).max() <= tolerance("single", 48, 1.0) + 1e-5
+
+
+def test_array_xcorr_rejects_complex_and_fractional_pads(rng):
+    """A cast to float64 would drop the imaginary part and one to int64 truncate a pad:
+    InvalidInput naming the argument, as everywhere else."""
+    templates, stream, pads = xcorr_problem(rng)
+    with pytest.raises(hs.InvalidInput, match=r"'templates': expected real numbers.*complex"):
+        hs.eqcorrscan.array_xcorr(templates.astype(complex), stream, pads)
+    with pytest.raises(hs.InvalidInput, match=r"'stream': expected real numbers.*complex"):
+        hs.eqcorrscan.array_xcorr(templates, stream.astype(complex), pads)
+    with pytest.raises(hs.InvalidInput, match=r"'pads'.*found 2.5 at index \(1,\)"):
+        hs.eqcorrscan.array_xcorr(templates, stream, [0, 2.5, 7, 1])

@@ -92,6 +92,19 @@ def test_sky_is_seeded():
     assert np.all(sky >= 0)
 
 
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5, "7", None])
+def test_bad_seeds_name_the_argument(seed):
+    """Seeds are integers in [0, 2^64) (the generators' unsigned state): anything else is an
+    InvalidInput naming seed, not the binding's bare signature list."""
+    sky = hs.simulate.sky(16, 16, sources=3)
+    for call in (lambda: hs.simulate.sky(16, 16, seed=seed),
+                 lambda: hs.simulate.observation(sky, np.ones((16, 16)), seed=seed),
+                 lambda: hs.simulate.seismic(samples=2000, seed=seed)):
+        with pytest.raises(hs.InvalidInput) as info:
+            call()
+        assert "seed" in str(info.value) and repr(seed) in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("snr_db", [37.0, 16.0])
 def test_dirty_image_noise_matches_the_snr(snr_db):
     n = 96

@@ -73,6 +73,10 @@ void register_bench_cholesky(CLI::App& bench, Globals& g);    // cmd_bench_chole
 /// sign, a fraction, another suffix, an empty value) and for more than 2^63 - 1 bytes.
 std::int64_t parse_size(std::string_view text, std::string_view option);
 
+/// A CLI11 check: a finite number > 0 (`what`, e.g. "a wavelength in metres"); its message reads
+/// "--option: expected WHAT > 0, found 'TEXT'".
+CLI::Validator positive_number(const std::string& what);
+
 /// `v` with `digits` decimals ("%.*f"), for tables and reports.
 std::string fixed(double v, int digits);
 
@@ -100,6 +104,23 @@ DeviceKind check_device_list(const std::vector<int>& devices, const std::string&
 /// with a --grid (non-empty `grid`): they are one-process options (GPU ranks of the MPI
 /// Cholesky take --device cuda, one device each). InvalidInput.
 void refuse_gpu_over_ranks(const std::string& given, int ranks, const std::string& grid);
+
+/// A file a command reads or writes, with the option or argument that named it ("-o", "DATA").
+struct NamedPath {
+  std::string option;
+  std::string path;   // empty: not given
+  bool list = false;  // `path` is a comma-separated list of files (mfilter's DATA)
+};
+
+/// InvalidInput, before any work, when an output is one of the inputs or another output: the same
+/// file however spelled (./a.npy, d/../a.npy, a link to it), so a run never replaces what it reads
+/// and two outputs never end up under one name. The message names both options and paths.
+void check_distinct_paths(const std::vector<NamedPath>& inputs,
+                          const std::vector<NamedPath>& outputs);
+
+/// InvalidInput when a text output (`what`: "CSV", "JSON") is named like an array file (.npy,
+/// .npz, .fits/.fit/.fts, .png, .mseed/.miniseed/.ms, .sac): readers would take it for one.
+void check_text_output(const NamedPath& output, const std::string& what);
 
 /// Writes one array to `path` in its format (by extension), widening FP16/BF16 to float32 where the
 /// format has no such type (FITS; BF16 in .npy), with a note on stderr.

@@ -222,6 +222,7 @@ std::vector<double> parse_range(const std::string& text) {
 
 void run_ao_structure(const Globals& g, const AoStructureCliOptions& c) {
   (void)io::format_of(c.output);
+  check_distinct_paths({{"--separations", c.separations}}, {{"-o", c.output}});
   io::check_output_path(c.output);
   const double L0 =
       c.L0 == "inf" ? std::numeric_limits<double>::infinity() : parse_double(c.L0, "--L0");

@@ -83,6 +83,11 @@ void run_ao_evaluate(const Globals& g, const AoEvaluateCliOptions& c) {
   if (c.psf_size < 64 || c.psf_size > 8192 || (c.psf_size & (c.psf_size - 1)) != 0)
     throw InvalidInput("--psf-size: expected a power of two in [64, 8192], found " +
                        std::to_string(c.psf_size));
+  check_distinct_paths({{"SYSTEM", c.system.spec},
+                        {"--atmosphere", c.system.atmosphere},
+                        {"--reconstructor", c.reconstructor}},
+                       {{"--psf", c.psf}, {"--json", c.json}});
+  check_text_output({"--json", c.json}, "JSON");
   if (!c.psf.empty()) {
     (void)io::format_of(c.psf);
     io::check_output_path(c.psf);
@@ -139,8 +144,9 @@ void register_ao_evaluate(CLI::App& ao, Globals& g) {
       ->required();
   cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--psf", c->psf, "write the long-exposure PSF (.fits or .npy), Nyquist sampled");
+      ->check(positive_number("a wavelength in metres"));
+  cmd->add_option("--psf", c->psf,
+                  "write the long-exposure PSF (.fits, .npy, .npz or .png), Nyquist sampled");
   cmd->add_option("--psf-size", c->psf_size, "PSF pixels across (power of two, 64 to 8192)")
       ->capture_default_str();
   cmd->add_option("--json", c->json, "write the results to this JSON file");

@@ -116,6 +116,8 @@ ao::ReconstructorOptions parse_options(const AoReconstructorCliOptions& c) {
   o.solve_policy = linalg::parse_policy(c.solve_policy);
   if (io::extension_of(c.output) != "npy")
     throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
+  check_distinct_paths({{"SYSTEM", c.system.spec}, {"--atmosphere", c.system.atmosphere}},
+                       {{"-o", c.output}});
   o.recover = c.recover;
   o.tiptilt = ao::parse_tiptilt_method(c.tiptilt, "--tiptilt");
   o.result_memory = Memory::host;
@@ -308,7 +310,7 @@ void register_ao_reconstructor(CLI::App& ao, Globals& g) {
                 "print the tomographic error and Strehl of R and of the FP64 reconstructor");
   cmd->add_option("--wavelength", c->wavelength_m, "science wavelength in metres (--evaluate)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number("a wavelength in metres"));
   cmd->callback([&g, c, budget] {
     c->device_memory_given = budget->count() > 0;
     run_ao_reconstructor(g, *c);

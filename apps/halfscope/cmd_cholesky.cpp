@@ -10,6 +10,7 @@
 // to the listed CUDA devices, out of core on one device when it does not fit the budget.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,45 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   io::write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
+// float32's range as the factorization stores A (TileMatrix, DType::f32), round to nearest even:
+// |x| at or above the halfway point past the largest finite float32 (3.40282347e38) becomes inf,
+// |x| at or below half the smallest subnormal (1.4e-45) becomes 0.
+constexpr double kFloat32Overflow = 0x1.ffffffp127;
+constexpr double kFloat32Underflow = 0x1p-150;
+
+// The message for A(i, j) (`value`: its text, or "" where only its float32 rounding is known)
+// beyond float32's range. Checked here because the library sees only the float32 tiles: a finite
+// entry that overflowed would be reported as an inf in the input, which the file does not hold.
+std::string overflow_message(const std::string& path, std::int64_t i, std::int64_t j,
+                             const std::string& value) {
+  return path + ": A(" + std::to_string(i) + ", " + std::to_string(j) + ")" +
+         (value.empty() ? "" : " = " + value) +
+         " overflows float32, in which the factorization stores A: expected |entries| <= " +
+         number_text(3.4028234663852886e38) + "; scale the matrix";
+}
+
+// The first entry of the lower triangle of a (n x n float64, by row, then column, as
+// read_symmetric checks) that float32 cannot hold as the factorization needs: one that
+// overflows, or a nonzero diagonal entry that underflows to 0, which would make the float32
+// matrix "not positive definite" although A may be. Off-diagonal entries that underflow only
+// round to 0, as any rounding: accepted. InvalidInput naming the file and the entry.
+void check_float32_range(const std::string& path, const Array& a) {
+  const std::int64_t n = a.dim(0);
+  const double* p = a.data_as<double>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j <= i; ++j) {
+      const double v = p[i * n + j];
+      if (std::fabs(v) >= kFloat32Overflow)
+        throw InvalidInput(overflow_message(path, i, j, number_text(v)));
+      if (i == j && v != 0 && std::fabs(v) <= kFloat32Underflow)
+        throw InvalidInput(path + ": A(" + std::to_string(i) + ", " + std::to_string(i) +
+                           ") = " + number_text(v) +
+                           " underflows float32, in which the factorization stores A, to 0 (a "
+                           "zero pivot: not positive definite there): expected diagonal entries "
+                           "above 1.4e-45; scale the matrix");
+    }
+}
+
 // The process grid of --grid "PxQ" (default: ProcessGrid::for_ranks's), checked against the
 // job's rank count.
 std::pair<int, int> cholesky_grid(const std::string& text, int ranks) {
@@ -112,6 +152,8 @@ linalg::Policy check_arguments(const CholeskyCliOptions& c) {
   linalg::Policy policy = linalg::parse_policy(c.policy);
   if (io::extension_of(c.output) != "npy")
     throw InvalidInput("-o: expected a .npy output file, found '" + c.output + "'");
+  check_distinct_paths({{"A", c.input}}, {{"-o", c.output}, {"--report", c.report}});
+  check_text_output({"--report", c.report}, "JSON");
   io::check_output_path(c.output);
   if (!c.report.empty()) io::check_output_path(c.report);
   return policy;
@@ -231,7 +273,20 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
     for (std::int64_t j = 0; j < layout.tile_cols(); ++j)
       for (std::int64_t i = j; i < layout.tile_rows(); ++i) {
         if (!tiles->owns(i, j)) continue;
-        SymmetricTileReader::Failure f = reader->read_tile(layout, i, j, tiles->tile(i, j));
+        float* tile = tiles->tile(i, j);
+        SymmetricTileReader::Failure f = reader->read_tile(layout, i, j, tile);
+        // check_float32_range's overflow test on the float32 tile (column-major, ld its height):
+        // the entries read were finite, so an inf is one that overflowed. (Its diagonal test
+        // needs the float64 value, which only read_tile saw: a diagonal that underflows is left
+        // to the factorization's "not positive definite" here.)
+        const std::int64_t h = layout.tile_height(i), w = layout.tile_width(j);
+        const std::int64_t r0 = i * layout.tile_size(), c0 = j * layout.tile_size();
+        for (std::int64_t r = 0; r < h; ++r)
+          for (std::int64_t col = 0; col < w && c0 + col <= r0 + r; ++col) {
+            const std::int64_t key = (r0 + r) * layout.rows() + c0 + col;
+            if (std::isinf(tile[col * h + r]) && (f.key < 0 || key < f.key))
+              f = {key, overflow_message(c.input, r0 + r, c0 + col, "")};
+          }
         if (f.key >= 0 && (mine.key < 0 || f.key < mine.key)) mine = std::move(f);
       }
   });
@@ -324,6 +379,7 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   const std::int64_t nb = c.tile > 0 ? c.tile : gpu ? 1024 : 512;
 
   const Array a = read_symmetric(c.input);
+  check_float32_range(c.input, a);
   const std::int64_t n = a.dim(0);
   // The FP32 input tiles; kept on the host for --check, since the factorization is in place.
   const linalg::TileMatrix input =

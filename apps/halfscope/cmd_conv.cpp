@@ -1,13 +1,16 @@
 // `halfscope conv IMAGE KERNEL -o OUT`: 2D convolution with a chosen method and precision; with
 // --check, the error against an FP64 reference computed on the CPU.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "cli.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/conv.hpp"
+#include "halfscope/core/error.hpp"
 #include "halfscope/core/metrics.hpp"
 #include "halfscope/io/dataset.hpp"
 #include "halfscope/io/file.hpp"
@@ -22,18 +25,71 @@ struct ConvCliOptions {
   bool correlate = false, check = false;
 };
 
+// The accepted --boundary values, SciPy's names (fill, wrap) included as aliases.
+constexpr const char* kBoundaryValues = "zero (alias fill) or circular (alias wrap)";
+
+Boundary parse_boundary_option(const std::string& text) {
+  try {
+    return parse_boundary(text);
+  } catch (const InvalidInput&) {
+    // The library's message lists only the canonical names; the CLI accepts the aliases too.
+    throw InvalidInput("--boundary: expected " + std::string(kBoundaryValues) + ", found '" + text +
+                       "'");
+  }
+}
+
+// The image or the kernel (`what`) from `path`: one non-empty 2-D array of finite values, checked
+// here so that the message names the file. convolve2d itself propagates NaN and inf as IEEE
+// arithmetic does (docs/conv.md), which the FFT methods spread over the whole output: a
+// non-finite input is almost always a broken file, so the command refuses it, as deconv does.
+Array read_conv_input(const std::string& path, const char* what) {
+  io::Dataset d = io::read_dataset(path);
+  if (d.waveforms)
+    throw InvalidInput(path + ": expected one 2-D " + what +
+                       " array (.npy, .npz, .fits, .csv, .png), found waveforms");
+  if (d.arrays.size() != 1) {
+    std::string names;
+    for (const auto& [name, a] : d.arrays) names += (names.empty() ? "" : ", ") + name;
+    throw InvalidInput(path + ": expected a file holding one 2-D " + what + " array, found " +
+                       std::to_string(d.arrays.size()) + " arrays" +
+                       (names.empty() ? "" : " (" + names + ")"));
+  }
+  const Array a = d.arrays.front().second.contiguous();
+  if (a.ndim() != 2)
+    throw InvalidInput(path + ": expected a 2-D " + what + ", found " + a.describe());
+  if (a.size() == 0)
+    throw InvalidInput(path + ": expected a non-empty " + what + ", found " + a.describe());
+  if (dtype_is_float(a.dtype()))
+    visit_dtype(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = static_cast<const T*>(a.data());
+      for (std::int64_t i = 0; i < a.size(); ++i) {
+        const double v = static_cast<double>(p[i]);
+        if (!std::isfinite(v))
+          throw InvalidInput(path + ": expected finite " + what + " values, found " +
+                             (std::isnan(v) ? std::string("nan")
+                              : v > 0       ? "inf"
+                                            : "-inf") +
+                             " at row " + std::to_string(i / a.dim(1)) + ", column " +
+                             std::to_string(i % a.dim(1)));
+      }
+    });
+  return a;
+}
+
 void run_conv(const Globals& g, const ConvCliOptions& c) {
+  check_distinct_paths({{"image", c.image}, {"kernel", c.kernel}}, {{"-o", c.output}});
   (void)io::format_of(c.output);
   io::check_output_path(c.output);
   ConvOptions o;
   o.method = parse_conv_method(c.method);
   o.precision = parse_precision(c.precision);
   o.mode = parse_conv_mode(c.mode);
-  o.boundary = parse_boundary(c.boundary);
+  o.boundary = parse_boundary_option(c.boundary);
   o.correlate = c.correlate;
   o.device = g.device_kind();
-  const Array image = read_single_array(c.image);
-  const Array kernel = read_single_array(c.kernel);
+  const Array image = read_conv_input(c.image, "image");
+  const Array kernel = read_conv_input(c.kernel, "kernel");
   const auto t0 = std::chrono::steady_clock::now();
   const Array out = convolve2d(image, kernel, o);
   const double ms =
@@ -74,7 +130,9 @@ void register_conv(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--mode", c->mode, "same, full or valid (scipy.signal.convolve2d)")
       ->capture_default_str();
-  cmd->add_option("--boundary", c->boundary, "zero or circular")->capture_default_str();
+  cmd->add_option("--boundary", c->boundary,
+                  std::string(kBoundaryValues) + ": zero pads with 0, circular is periodic")
+      ->capture_default_str();
   cmd->add_flag("--correlate", c->correlate, "cross-correlate instead (scipy.signal.correlate2d)");
   cmd->add_flag("--check", c->check, "print the error against an FP64 reference");
   cmd->callback([&g, c] { run_conv(g, *c); });

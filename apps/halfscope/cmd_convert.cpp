@@ -1,8 +1,11 @@
 // `halfscope convert IN OUT`: any supported file to any supported format (by extension).
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "cli.hpp"
 #include "halfscope/config.hpp"
+#include "halfscope/core/error.hpp"
 #include "halfscope/io/dataset.hpp"
 #include "halfscope/io/file.hpp"
 
@@ -19,6 +22,7 @@ struct ConvertOptions {
 
 void run_convert(const Globals& g, const ConvertOptions& o) {
   // Fail on a bad output before reading anything large.
+  check_distinct_paths({{"input", o.input}}, {{"output", o.output}});
   const io::Format out_format = io::format_of(o.output);
   io::check_output_path(o.output);
   io::WriteOptions w;
@@ -27,6 +31,13 @@ void run_convert(const Globals& g, const ConvertOptions& o) {
   w.png.vmin = o.vmin;
   w.png.vmax = o.vmax;
   if (!o.dtype.empty()) w.dtype = parse_dtype(o.dtype);
+  // A float16 input is widened to float32 for FITS (exact, as conv and simulate do), but a
+  // float16 the user asked for cannot be written there: say so before reading anything.
+  if (out_format == io::Format::fits && (w.dtype == DType::f16 || w.dtype == DType::bf16))
+    throw InvalidInput("--dtype " + o.dtype + ": " + o.output + ": FITS has no " +
+                       std::string(dtype_name(*w.dtype)) +
+                       " images: expected --dtype float32 (exact for " +
+                       std::string(dtype_name(*w.dtype)) + " values) or an .npy output");
   w.member = o.member;
   w.history = "halfscope " HALFSCOPE_VERSION " convert from " +
               std::filesystem::path(o.input).filename().string();
@@ -65,7 +76,9 @@ void register_convert(CLI::App& app, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--vmin", o->vmin, "PNG: value drawn black (default: the minimum)");
   cmd->add_option("--vmax", o->vmax, "PNG: value drawn white (default: the maximum)");
-  cmd->add_option("--dtype", o->dtype, "convert the values (float16, float32, int16, ...) first");
+  cmd->add_option("--dtype", o->dtype,
+                  "convert the values (float16, float32, int16, ...) first; without it, float16 "
+                  "and bfloat16 arrays are written to FITS as float32 (exact), with a note");
   cmd->add_option("--member", o->member, "npz input: the array to write to a single-array format");
   cmd->add_flag("--fill-gaps", o->fill_gaps,
                 "MiniSEED input: join each channel, zero-filling gaps");

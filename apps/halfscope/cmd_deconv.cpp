@@ -91,7 +91,12 @@ void run_deconv(const Globals& g, const DeconvCliOptions& c) {
   deconv::DeconvOptions o;
   o.solver = deconv::parse_solver(c.solver);
   o.precision = parse_precision(c.precision);
-  o.boundary = parse_boundary(c.boundary);
+  try {
+    o.boundary = parse_boundary(c.boundary);
+  } catch (const InvalidInput&) {  // the library lists only the canonical names, not SciPy's
+    throw InvalidInput("--boundary: expected circular (alias wrap) or zero (alias fill), found '" +
+                       c.boundary + "'");
+  }
   o.device = parse_device_kind(c.device.empty() ? g.device : c.device);
   o.lambda = c.lambda;
   o.iterations = c.iterations;
@@ -106,6 +111,9 @@ void run_deconv(const Globals& g, const DeconvCliOptions& c) {
   o.trace_every = c.trace_every > 0 ? c.trace_every
                   : want_rows       ? 1
                                     : std::max<std::int64_t>(c.iterations, 1);
+  check_distinct_paths(
+      {{"dirty", c.dirty}, {"psf", c.psf}},
+      {{"-o", c.output}, {"--trace", c.trace}, {"--png", c.png}, {"--plot", c.plot}});
   const io::Format format = io::format_of(c.output);
   if (format != io::Format::fits && format != io::Format::npy)
     throw InvalidInput("-o: expected a .fits or .npy sky, found '" + c.output + "'");
@@ -165,7 +173,8 @@ void register_deconv(CLI::App& app, Globals& g) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   cmd->add_option("--step", c->step, "fixed step (0: 1 / L from the PSF spectrum)")
       ->capture_default_str();
-  cmd->add_option("--boundary", c->boundary, "circular or zero (linear convolution)")
+  cmd->add_option("--boundary", c->boundary,
+                  "circular (alias wrap) or zero (alias fill: linear convolution)")
       ->capture_default_str();
   cmd->add_option("--device", c->device, "auto, cpu or cuda (default: the global --device)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));

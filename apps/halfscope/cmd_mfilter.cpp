@@ -61,7 +61,7 @@ void check_network_file(const std::string& path, const char* what, Shape shape, 
                       dtype == DType::u32;
   if (integer && !is_int)
     throw InvalidInput(path + ": " + what + " of dtype " + std::string(dtype_name(dtype)) +
-                       ": expected integers (samples)");
+                       ": expected integers that fit int64 (int8..int64, uint8..uint32: samples)");
 }
 
 void check_network_format(const std::string& path, const char* what) {
@@ -142,8 +142,9 @@ void check_usage(const Globals& g, const MfCliOptions& c) {
   if (!c.detections.empty() && !c.detect)
     throw InvalidInput("mfilter: --detections " + c.detections + " needs --detect");
   if (!c.template_times.empty() && c.template_length < 1)
-    throw InvalidInput("mfilter: --template-times needs --template-length K (K >= 1), found " +
-                       std::to_string(c.template_length));
+    throw InvalidInput(
+        "mfilter: --template-times needs --template-length K (K >= 1), found " +
+        (c.template_length == 0 ? std::string("none") : std::to_string(c.template_length)));
   if (c.template_times.empty() && (c.template_length != 0 || !c.template_data.empty()))
     throw InvalidInput("mfilter: --template-length and --template-data need --template-times");
   if (c.step < 1)
@@ -155,6 +156,27 @@ void check_usage(const Globals& g, const MfCliOptions& c) {
     throw InvalidInput("mfilter: --time-parts " + std::to_string(c.time_parts) + ": expected 0 " +
                        "(automatic) to the " + std::to_string(g.ranks) +
                        " MPI rank(s) of this job (mpirun -np N halfscope mfilter ...)");
+  if (c.detect && (!std::isfinite(c.threshold) || c.threshold < 0))
+    throw InvalidInput(
+        "mfilter: --threshold " + std::to_string(c.threshold) + ": expected a finite value >= 0 (" +
+        (c.threshold_type == "abs" ? "the |CC sum| to reach" : "a MAD factor") + ")");
+  // The per-channel CC is 3-D: refused here, not after the correlation has run.
+  if (c.per_channel && !c.output.empty()) {
+    const io::Format f = io::format_of(c.output);
+    if (f == io::Format::csv || f == io::Format::png)
+      throw InvalidInput("-o " + c.output + ": --per-channel writes a 3-D (T, C, n) array, which " +
+                         std::string(io::format_name(f)) +
+                         " cannot hold: expected .npy, .npz or .fits");
+  }
+  const std::size_t data_at = c.inputs.size() - 1;
+  check_distinct_paths({{"TEMPLATES", want == 2 ? c.inputs[0] : std::string()},
+                        {"DATA", c.inputs[data_at], true},
+                        {"--moveouts", c.moveouts},
+                        {"--weights", c.weights},
+                        {"--template-times", c.template_times},
+                        {"--template-data", c.template_data, true}},
+                       {{"-o", c.output}, {"--detections", c.detections}});
+  check_text_output({"--detections", c.detections}, "CSV");
   if (g.ranks > 1 && !c.devices.empty())
     throw InvalidInput("mfilter: --devices with " + std::to_string(g.ranks) +
                        " MPI ranks: expected no --devices (each rank uses one GPU: its rank "
@@ -313,8 +335,9 @@ MfJob load_job(const Globals& g, const MfCliOptions& c) {
   return job;
 }
 
-// Both outputs or neither: the detections CSV is written to its temporary file first and
-// renamed only once the correlation file is in place (write_array is atomic itself).
+// Both outputs or neither: the detections CSV is written to its temporary file first, on disk
+// before the correlation is written (a full disk fails it there), and renamed only once the
+// correlation file is in place (write_array is atomic itself).
 void write_outputs(const Globals& g, const MfCliOptions& c, const MfJob& job, const MfRun& run) {
   std::unique_ptr<io::AtomicOutput> detections_out;
   std::string csv;
@@ -323,6 +346,7 @@ void write_outputs(const Globals& g, const MfCliOptions& c, const MfJob& job, co
     if (!c.detections.empty()) {
       detections_out = std::make_unique<io::AtomicOutput>(c.detections);
       detections_out->write(csv);
+      detections_out->finish();
     }
   }
   if (run.cc_file) {
@@ -425,7 +449,9 @@ void register_mfilter(CLI::App& app, Globals& g) {
                   "MiniSEED/SAC files (comma list). With --template-times: DATA only")
       ->required()
       ->expected(1, 2);
-  cmd->add_option("-o,--output", c->output, "correlation output (.npy): (T,n) or (T,C,n)");
+  cmd->add_option("-o,--output", c->output,
+                  "correlation output (.npy, .npz, .fits; .csv or .png for the 2-D stack): (T,n) "
+                  "or (T,C,n)");
   cmd->add_option("--precision", c->precision,
                   "double, single, half, mixed, bf16, split (default: the method's own)");
   cmd->add_option("--method", c->method,

@@ -3,14 +3,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "cli.hpp"
+#include "cmd_simulate_checks.hpp"
 #include "halfscope/ao/system.hpp"
 #include "halfscope/config.hpp"
+#include "halfscope/core/convert.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/file.hpp"
 #include "halfscope/io/mseed.hpp"
@@ -25,9 +29,92 @@ void register_simulate_radio(CLI::App& sim, Globals& g);  // cmd_simulate_radio.
 
 namespace {
 
+namespace checks = simulate_checks;
+
+// The simulated float64 values in the asked dtype, counted like `convert --dtype`: a value that
+// overflows to inf is convert's NumericalError (exit 1, nothing written), never an inf in the
+// file; values that underflow to zero are reported.
+void write_simulated(const Globals& g, const std::string& path, const Array& values, DType dtype,
+                     const std::string& history) {
+  ConversionReport report;
+  const Array out = values.astype(dtype, &report);
+  require_finite(report, path);
+  if (report.underflow > 0)
+    warn(path + ": " + std::to_string(report.underflow) + " nonzero values underflowed to zero");
+  write_array(g, path, out, history);
+}
+
+struct KernelCliOptions {
+  std::int64_t width = 15;
+  std::optional<double> sigma;  // absent: width / 6
+  std::string dtype = "float64", output;
+};
+
+void run_simulate_gaussian_kernel(const Globals& g, const KernelCliOptions& c) {
+  checks::check_at_least(c.width, 1, "gaussian-kernel", "--width");
+  if (c.sigma) checks::check_positive(*c.sigma, "gaussian-kernel", "--sigma", "standard deviation");
+  const DType dtype = checks::parse_float_dtype(c.dtype, "gaussian-kernel");
+  io::check_output_path(c.output);
+  const Array k = sim::gaussian_kernel(c.width, c.sigma.value_or(0.0));
+  // A sigma far below a pixel underflows every sample (for an even width, which has no sample
+  // at the centre), or 2 sigma^2 itself: the normalisation is then 0 / 0. The default width / 6
+  // never does.
+  const double* p = k.data_as<double>();
+  if (c.sigma && !std::all_of(p, p + k.size(), [](double v) { return std::isfinite(v); }))
+    checks::refuse("gaussian-kernel", "--sigma",
+                   "a standard deviation whose samples do not all underflow to 0 in float64 with "
+                   "--width " +
+                       std::to_string(c.width),
+                   checks::number_text(*c.sigma));
+  write_simulated(
+      g, c.output, k, dtype,
+      "halfscope " HALFSCOPE_VERSION " gaussian kernel width " + std::to_string(c.width));
+}
+
+struct ImageCliOptions {
+  std::int64_t rows = 512, cols = 512;
+  std::string seed = "1";
+  double low = 0, high = 1;
+  std::string dtype = "float32", output;
+};
+
+// Values are drawn from [low, high) and then rounded to the dtype, so the bounds alone decide
+// whether every value is finite there: they are checked against the dtype's range here, before
+// anything is drawn. low == high is refused: the half-open interval is empty.
+void run_simulate_random_image(const Globals& g, const ImageCliOptions& c) {
+  checks::check_at_least(c.rows, 1, "random-image", "--rows");
+  checks::check_at_least(c.cols, 1, "random-image", "--cols");
+  const std::uint64_t seed = checks::parse_seed(c.seed, "random-image");
+  checks::check_finite(c.low, "random-image", "--low");
+  checks::check_finite(c.high, "random-image", "--high");
+  if (!(c.low < c.high))
+    checks::refuse(
+        "random-image", "--low/--high", "--low < --high (values in [low, high))",
+        "--low " + checks::number_text(c.low) + ", --high " + checks::number_text(c.high));
+  const DType dtype = checks::parse_float_dtype(c.dtype, "random-image");
+  const double largest = checks::largest_finite(dtype);
+  const std::string range = "a value in the range of " + std::string(dtype_name(dtype)) +
+                            " (--dtype), [-" + checks::number_text(largest) + ", " +
+                            checks::number_text(largest) + "]";
+  if (std::abs(c.low) > largest)
+    checks::refuse("random-image", "--low", range, checks::number_text(c.low));
+  if (std::abs(c.high) > largest)
+    checks::refuse("random-image", "--high", range, checks::number_text(c.high));
+  // The generator scales by high - low in float64.
+  if (!std::isfinite(c.high - c.low))
+    checks::refuse(
+        "random-image", "--low/--high",
+        "a width high - low that is finite in float64 (<= " +
+            checks::number_text(std::numeric_limits<double>::max()) + ")",
+        "--low " + checks::number_text(c.low) + ", --high " + checks::number_text(c.high));
+  io::check_output_path(c.output);
+  write_simulated(g, c.output, sim::random_image(c.rows, c.cols, seed, c.low, c.high), dtype,
+                  "halfscope " HALFSCOPE_VERSION " random image");
+}
+
 struct SeismicCliOptions {
   sim::SeismicSimOptions sim;
-  std::string start = "2010-01-01T00:00:00Z", normalize = "short", output;
+  std::string start = "2010-01-01T00:00:00Z", normalize = "short", seed = "1", output;
   bool mseed = false;
 };
 
@@ -71,6 +158,9 @@ std::string events_csv(const sim::SeismicSimulation& s, const sim::SeismicSimOpt
 // when all of them are complete are they renamed into place.
 void run_simulate_seismic(const Globals& g, SeismicCliOptions c) {
   namespace fs = std::filesystem;
+  c.sim.seed = checks::parse_seed(c.seed, "seismic");
+  // The library refuses a rate <= 0; inf would pass it and give every event time 0.
+  checks::check_positive(c.sim.sample_rate, "seismic", "--sample-rate", "rate in Hz");
   c.sim.start_ns = io::parse_iso8601(c.start);
   c.sim.normalize = parse_mf_normalize(c.normalize);
   if (c.mseed && c.sim.channels > 10000)
@@ -100,7 +190,10 @@ void run_simulate_seismic(const Globals& g, SeismicCliOptions c) {
     outputs.push_back(std::make_unique<io::AtomicOutput>(dir / name));
     outputs.back()->write(bytes);
   }
-  for (const auto& out : outputs) out->commit();
+  // All on disk before any is renamed: a full disk leaves the earlier run's set whole.
+  std::vector<io::AtomicOutput*> all;
+  for (const auto& out : outputs) all.push_back(out.get());
+  io::commit_together(all);
   if (!c.mseed && fs::exists(dir / "data.mseed", ec))
     warn(c.output + "/data.mseed is from an earlier run (no --mseed now): it is not this data set");
   info(g, "simulate seismic: " + std::to_string(s.events.size()) + " events planted; wrote " +
@@ -141,44 +234,29 @@ void register_simulate(CLI::App& app, Globals& g) {
       app.add_subcommand("simulate", "make synthetic inputs (kernels, images, seismic data)");
   sim->require_subcommand(1);
 
-  struct KernelOptions {
-    std::int64_t width = 15;
-    double sigma = 0;
-    std::string dtype = "float64", output;
-  };
-  auto k = std::make_shared<KernelOptions>();
+  auto k = std::make_shared<KernelCliOptions>();
   auto* gk = sim->add_subcommand("gaussian-kernel", "study 000's normalised Gaussian kernel");
-  gk->add_option("--width", k->width, "kernel width in pixels")->capture_default_str();
-  gk->add_option("--sigma", k->sigma, "standard deviation in pixels (default: width / 6)");
-  gk->add_option("--dtype", k->dtype, "float64, float32 or float16")->capture_default_str();
+  gk->add_option("--width", k->width, "kernel width in pixels, >= 1")->capture_default_str();
+  gk->add_option("--sigma", k->sigma, "standard deviation in pixels, > 0 (default: width / 6)");
+  gk->add_option("--dtype", k->dtype, std::string(checks::kFloatDtypes))->capture_default_str();
   gk->add_option("-o,--output", k->output, "output file (.npy, .fits, ...)")->required();
-  gk->callback([&g, k] {
-    const Array a = sim::gaussian_kernel(k->width, k->sigma);
-    write_array(
-        g, k->output, a.astype(parse_dtype(k->dtype)),
-        "halfscope " HALFSCOPE_VERSION " gaussian kernel width " + std::to_string(k->width));
-  });
+  gk->callback([&g, k] { run_simulate_gaussian_kernel(g, *k); });
 
-  struct ImageOptions {
-    std::int64_t rows = 512, cols = 512;
-    std::uint64_t seed = 1;
-    double lo = 0, hi = 1;
-    std::string dtype = "float32", output;
-  };
-  auto im = std::make_shared<ImageOptions>();
+  auto im = std::make_shared<ImageCliOptions>();
   auto* ri = sim->add_subcommand("random-image", "uniform random image, reproducible from --seed");
-  ri->add_option("--rows", im->rows)->capture_default_str();
-  ri->add_option("--cols", im->cols)->capture_default_str();
-  ri->add_option("--seed", im->seed)->capture_default_str();
-  ri->add_option("--low", im->lo)->capture_default_str();
-  ri->add_option("--high", im->hi)->capture_default_str();
-  ri->add_option("--dtype", im->dtype)->capture_default_str();
-  ri->add_option("-o,--output", im->output, "output file")->required();
-  ri->callback([&g, im] {
-    const Array a = sim::random_image(im->rows, im->cols, im->seed, im->lo, im->hi);
-    write_array(g, im->output, a.astype(parse_dtype(im->dtype)),
-                "halfscope " HALFSCOPE_VERSION " random image");
-  });
+  ri->add_option("--rows", im->rows, "image rows, >= 1")->capture_default_str();
+  ri->add_option("--cols", im->cols, "image columns, >= 1")->capture_default_str();
+  ri->add_option("--seed", im->seed, "generator seed, 0 to 2^64 - 1")
+      ->type_name("UINT")
+      ->capture_default_str();
+  ri->add_option("--low", im->low, "smallest value (inclusive), finite")->capture_default_str();
+  ri->add_option("--high", im->high, "bound above the values (exclusive), finite, > --low")
+      ->capture_default_str();
+  ri->add_option("--dtype", im->dtype,
+                 std::string(checks::kFloatDtypes) + "; --low and --high must lie in its range")
+      ->capture_default_str();
+  ri->add_option("-o,--output", im->output, "output file (.npy, .fits, ...)")->required();
+  ri->callback([&g, im] { run_simulate_random_image(g, *im); });
 
   auto se = std::make_shared<SeismicCliOptions>();
   auto* ss = sim->add_subcommand(
@@ -186,25 +264,35 @@ void register_simulate(CLI::App& app, Globals& g) {
   ss->add_option("-o,--output", se->output,
                  "folder for data.npy, templates.npy, moveouts.npy, weights.npy, events.csv")
       ->required();
-  ss->add_option("--channels", se->sim.channels)->capture_default_str();
-  ss->add_option("--samples", se->sim.samples, "samples per channel")->capture_default_str();
-  ss->add_option("--templates", se->sim.templates)->capture_default_str();
-  ss->add_option("--template-length", se->sim.template_length)->capture_default_str();
-  ss->add_option("--events", se->sim.events_per_template, "events per template")
+  ss->add_option("--channels", se->sim.channels, "channels (rows of data.npy), >= 1")
       ->capture_default_str();
-  ss->add_option("--cc", se->sim.event_cc, "CC of the planted events, used in turn (comma list)")
+  ss->add_option("--samples", se->sim.samples, "samples per channel, >= 1")->capture_default_str();
+  ss->add_option("--templates", se->sim.templates, "templates, >= 1")->capture_default_str();
+  ss->add_option("--template-length", se->sim.template_length, "samples per template, >= 1")
+      ->capture_default_str();
+  ss->add_option("--events", se->sim.events_per_template,
+                 "events per template, >= 0 (0: noise only)")
+      ->capture_default_str();
+  ss->add_option("--cc", se->sim.event_cc,
+                 "CC of the planted events, each in (0, 1), used in turn (comma list)")
       ->delimiter(',')
       ->capture_default_str();
-  ss->add_option("--colour", se->sim.noise_colour, "AR(1) coefficient of the noise, 0 = white")
+  ss->add_option("--colour", se->sim.noise_colour,
+                 "AR(1) coefficient of the noise in [0, 1), 0 = white")
       ->capture_default_str();
-  ss->add_option("--max-moveout", se->sim.max_moveout, "largest per-channel moveout (samples)")
+  ss->add_option("--max-moveout", se->sim.max_moveout,
+                 "largest per-channel moveout (samples), >= 0")
       ->capture_default_str();
-  ss->add_option("--sample-rate", se->sim.sample_rate, "Hz")->capture_default_str();
+  ss->add_option("--sample-rate", se->sim.sample_rate, "sampling rate (Hz), finite, > 0")
+      ->capture_default_str();
   ss->add_option("--start", se->start, "time of the first sample (ISO-8601 UTC)")
       ->capture_default_str();
-  ss->add_option("--normalize", se->normalize, "the normalization whose CC is planted exactly")
+  ss->add_option("--normalize", se->normalize,
+                 "the normalization whose CC is planted exactly: short or full")
       ->capture_default_str();
-  ss->add_option("--seed", se->sim.seed)->capture_default_str();
+  ss->add_option("--seed", se->seed, "generator seed, 0 to 2^64 - 1")
+      ->type_name("UINT")
+      ->capture_default_str();
   ss->add_flag("--mseed", se->mseed, "also write data.mseed (float64 traces XX.Snnnn..HHZ)");
   ss->callback([&g, se] { run_simulate_seismic(g, *se); });
 

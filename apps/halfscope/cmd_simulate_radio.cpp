@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "cli.hpp"
+#include "cmd_simulate_checks.hpp"
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "halfscope/io/dataset.hpp"
@@ -26,6 +29,7 @@ void register_simulate_radio(CLI::App& sim, Globals& g);
 namespace {
 
 using Cards = std::vector<io::FitsCard>;
+namespace checks = simulate_checks;
 
 io::FitsCard number_card(const char* key, double v, const char* comment) {
   char text[40];
@@ -70,20 +74,33 @@ void write_all(const Globals& g,
     outs.push_back(std::make_unique<io::AtomicOutput>(path));
     outs.back()->write(bytes);
   }
-  for (const auto& o : outs) o->commit();
+  std::vector<io::AtomicOutput*> all;  // all on disk before any is renamed (a full disk)
+  for (const auto& o : outs) all.push_back(o.get());
+  io::commit_together(all);
   for (const auto& [path, bytes] : files) info(g, "wrote " + path);
 }
 
+// --size, or --rows with --cols; a typed value is checked, whichever it is (`command`: "psf").
 struct Size {
-  std::int64_t size = 2048, rows = 0, cols = 0;
-  [[nodiscard]] std::int64_t r() const { return rows > 0 ? rows : size; }
-  [[nodiscard]] std::int64_t c() const { return cols > 0 ? cols : size; }
+  std::int64_t size = 2048;
+  std::optional<std::int64_t> rows, cols;  // given together (CLI11 needs), instead of --size
+  [[nodiscard]] std::int64_t r(std::string_view command) const {
+    checks::check_at_least(size, 1, command, "--size");
+    if (rows) checks::check_at_least(*rows, 1, command, "--rows");
+    return rows.value_or(size);
+  }
+  [[nodiscard]] std::int64_t c(std::string_view command) const {
+    if (cols) checks::check_at_least(*cols, 1, command, "--cols");
+    return cols.value_or(size);
+  }
 };
 
 void add_size_options(CLI::App* cmd, Size& s) {
-  auto* size = cmd->add_option("--size", s.size, "image side (rows = cols)")->capture_default_str();
-  auto* rows = cmd->add_option("--rows", s.rows, "image rows (with --cols, instead of --size)");
-  auto* cols = cmd->add_option("--cols", s.cols, "image columns");
+  auto* size =
+      cmd->add_option("--size", s.size, "image side (rows = cols), >= 1")->capture_default_str();
+  auto* rows =
+      cmd->add_option("--rows", s.rows, "image rows, >= 1 (with --cols, instead of --size)");
+  auto* cols = cmd->add_option("--cols", s.cols, "image columns, >= 1 (with --rows)");
   size->excludes(rows)->excludes(cols);
   rows->needs(cols);
   cols->needs(rows);
@@ -92,17 +109,19 @@ void add_size_options(CLI::App* cmd, Size& s) {
 struct PsfCli {
   std::string antennas = "meerkat", weighting = "natural", output, uv_out;
   Size size;
+  std::optional<double> pixel;  // absent: the library's default, lambda_min / (4 B_max)
   sim::PsfOptions o;
 };
 
 void run_psf(const Globals& g, PsfCli& c) {
   check_array_output(c.output, "-o", true);
   if (!c.uv_out.empty()) check_array_output(c.uv_out, "--uv-out", false);
-  if (!c.uv_out.empty() &&
-      std::filesystem::weakly_canonical(c.uv_out) == std::filesystem::weakly_canonical(c.output))
-    throw InvalidInput("--uv-out " + c.uv_out + ": the same file as -o; expected another path");
-  c.o.rows = c.size.r();
-  c.o.cols = c.size.c();
+  check_distinct_paths({}, {{"-o", c.output}, {"--uv-out", c.uv_out}});
+  c.o.rows = c.size.r("psf");
+  c.o.cols = c.size.c("psf");
+  // pixel_arcsec 0 asks the library for its default: only an absent --pixel may mean that.
+  if (c.pixel) checks::check_positive(*c.pixel, "psf", "--pixel", "size in arcsec");
+  c.o.pixel_arcsec = c.pixel.value_or(0.0);
   c.o.weighting = sim::parse_weighting(c.weighting);
   const sim::AntennaTable ants = sim::load_antennas(c.antennas);
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,13 +171,14 @@ void run_psf(const Globals& g, PsfCli& c) {
 struct SkyCli {
   Size size;
   sim::SkyOptions o;
-  std::string output;
+  std::string seed = "1", output;
 };
 
 void run_sky(const Globals& g, SkyCli& c) {
   check_array_output(c.output, "-o", true);
-  c.o.rows = c.size.r();
-  c.o.cols = c.size.c();
+  c.o.rows = c.size.r("sky");
+  c.o.cols = c.size.c("sky");
+  c.o.seed = checks::parse_seed(c.seed, "sky");
   const sim::SkyResult s = sim::simulate_sky(c.o);
   const Cards cards = {
       integer_card("NSOURCES", static_cast<unsigned long long>(c.o.sources), "point sources"),
@@ -166,7 +186,8 @@ void run_sky(const Globals& g, SkyCli& c) {
       number_card("FLUXMIN", c.o.flux_min, "smallest flux"),
       number_card("FLUXMAX", c.o.flux_max, "largest flux"),
       number_card("HALORAT", c.o.halo_ratio, "halo peak / brightest pixel"),
-      number_card("HALOLEN", c.o.halo_correlation_px, "halo correlation length (px)"),
+      number_card("HALOLEN", c.o.halo_correlation_px,
+                  "halo correlation length (px), >= 0 (0: white)"),
       integer_card("SEED", c.o.seed, "generator seed"),
       number_card("BRIGHT", s.brightest, "brightest pixel of the sources"),
       number_card("HALOPEAK", s.halo_peak, "peak of the halo")};
@@ -181,12 +202,14 @@ void run_sky(const Globals& g, SkyCli& c) {
 }
 
 struct ObservationCli {
-  std::string sky, psf, boundary = "circular", output;
+  std::string sky, psf, boundary = "circular", seed = "1", output;
   sim::ObservationOptions o;
 };
 
 void run_observation(const Globals& g, ObservationCli& c) {
   check_array_output(c.output, "-o", true);
+  check_distinct_paths({{"sky", c.sky}, {"psf", c.psf}}, {{"-o", c.output}});
+  c.o.seed = checks::parse_seed(c.seed, "observation");
   c.o.boundary = parse_boundary(c.boundary);
   const Array sky = read_single_array(c.sky);
   const Array psf = read_single_array(c.psf);
@@ -225,8 +248,8 @@ void register_simulate_radio(CLI::App& sim, Globals& g) {
   ps->add_option("--bandwidth", p->o.track.bandwidth_hz, "bandwidth (Hz)")->capture_default_str();
   ps->add_option("--channels", p->o.track.channels, "channels across the bandwidth")
       ->capture_default_str();
-  ps->add_option("--pixel", p->o.pixel_arcsec,
-                 "pixel (arcsec); default: a quarter of lambda_min / B_max");
+  ps->add_option("--pixel", p->pixel,
+                 "pixel (arcsec), > 0; default: a quarter of lambda_min / B_max");
   ps->add_option("--weighting", p->weighting, "natural or uniform")->capture_default_str();
   ps->add_option("--uv-out", p->uv_out, "also write the uv samples (wavelengths) as {n, 2} .npy");
   ps->add_option("-o,--output", p->output, "PSF file (.npy or .fits)")->required();
@@ -235,15 +258,20 @@ void register_simulate_radio(CLI::App& sim, Globals& g) {
   auto s = std::make_shared<SkyCli>();
   auto* sk = sim.add_subcommand("sky", "point sources with power-law fluxes and a faint halo");
   add_size_options(sk, s->size);
-  sk->add_option("--sources", s->o.sources, "point sources")->capture_default_str();
+  sk->add_option("--sources", s->o.sources, "point sources, >= 0 (0 needs --halo 0)")
+      ->capture_default_str();
   sk->add_option("--flux-index", s->o.flux_index, "dN/dS ~ S^index")->capture_default_str();
-  sk->add_option("--flux-min", s->o.flux_min)->capture_default_str();
-  sk->add_option("--flux-max", s->o.flux_max)->capture_default_str();
-  sk->add_option("--halo", s->o.halo_ratio, "halo peak / brightest pixel (0: none)")
+  sk->add_option("--flux-min", s->o.flux_min, "smallest source flux, > 0")->capture_default_str();
+  sk->add_option("--flux-max", s->o.flux_max, "largest source flux, >= --flux-min")
       ->capture_default_str();
-  sk->add_option("--halo-length", s->o.halo_correlation_px, "halo correlation length (px)")
+  sk->add_option("--halo", s->o.halo_ratio, "halo peak / brightest pixel, >= 0 (0: none)")
       ->capture_default_str();
-  sk->add_option("--seed", s->o.seed)->capture_default_str();
+  sk->add_option("--halo-length", s->o.halo_correlation_px,
+                 "halo correlation length (px), >= 0 (0: white)")
+      ->capture_default_str();
+  sk->add_option("--seed", s->seed, "generator seed, 0 to 2^64 - 1")
+      ->type_name("UINT")
+      ->capture_default_str();
   sk->add_option("-o,--output", s->output, "sky file (.npy or .fits)")->required();
   sk->callback([&g, s] { run_sky(g, *s); });
 
@@ -253,7 +281,9 @@ void register_simulate_radio(CLI::App& sim, Globals& g) {
   ob->add_option("psf", o->psf, "PSF h (origin at (rows/2, cols/2), the sky's shape)")->required();
   ob->add_option("--snr-db", o->o.snr_db, "10 log10(||H f||^2 / (N sigma^2))")
       ->capture_default_str();
-  ob->add_option("--seed", o->o.seed)->capture_default_str();
+  ob->add_option("--seed", o->seed, "noise generator seed, 0 to 2^64 - 1")
+      ->type_name("UINT")
+      ->capture_default_str();
   ob->add_option("--boundary", o->boundary, "circular or zero")->capture_default_str();
   ob->add_option("-o,--output", o->output, "dirty image (.npy or .fits)")->required();
   ob->callback([&g, o] { run_observation(g, *o); });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
 
 #include "halfscope/bench/report.hpp"
 #include "halfscope/config.hpp"
@@ -32,6 +33,14 @@ void add_history(std::vector<io::FitsCard>& cards, const std::string& key,
     text = "  " + text.substr(kHistoryWidth);
   }
   cards.push_back(history(text));
+}
+
+// The stop detail as text: the library appends its parts each led by "; " (the ill-conditioning
+// warning after the solver's own detail), so a run that stopped without a detail of its own has
+// a leading separator, which would print as "(; warning ...)".
+std::string stop_detail_text(const std::string& detail) {
+  const std::size_t start = detail.find_first_not_of("; ");
+  return start == std::string::npos ? std::string() : detail.substr(start);
 }
 
 }  // namespace
@@ -77,7 +86,8 @@ std::vector<io::FitsCard> deconv_history_cards(const deconv::DeconvOptions& o,
   add_history(cards, "device", r.device == DeviceKind::Cuda ? "cuda" : "cpu");
   add_history(cards, "iterations", std::to_string(r.iterations));
   add_history(cards, "stop", std::string(deconv::stop_reason_name(r.stop)));
-  if (!r.stop_detail.empty()) add_history(cards, "stop detail", r.stop_detail);
+  if (const std::string detail = stop_detail_text(r.stop_detail); !detail.empty())
+    add_history(cards, "stop detail", detail);
   if (std::isfinite(r.step)) add_history(cards, "step", significant(r.step, 17));
   add_history(cards, "condition", significant(r.condition, 6));
   add_history(cards, "solver ms", significant(r.solver_ms, 6));
@@ -97,7 +107,8 @@ std::string deconv_summary(const deconv::DeconvOptions& o, const deconv::DeconvR
     << boundary_name(o.boundary) << " boundary, lambda " << significant(o.lambda, 6) << ", "
     << (r.device == DeviceKind::Cuda ? "cuda" : "cpu") << "): stopped by "
     << deconv::stop_reason_name(r.stop);
-  if (!r.stop_detail.empty()) s << " (" << r.stop_detail << ")";
+  if (const std::string detail = stop_detail_text(r.stop_detail); !detail.empty())
+    s << " (" << detail << ")";
   s << " after " << r.iterations << " iteration" << (r.iterations == 1 ? "" : "s") << " in "
     << significant(r.solver_ms, 4) << " ms";
   if (r.exact_ms > 0) s << " (exact solution: " << significant(r.exact_ms, 4) << " ms more)";

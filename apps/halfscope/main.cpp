@@ -11,6 +11,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "deconv_cli.hpp"
@@ -38,6 +39,34 @@ std::string chosen_path(const CLI::App& app) {
     level = chosen.front();
     path += (path.empty() ? "" : " ") + level->get_name();
   }
+}
+
+// The message for a command line that stops at a group without choosing one of its subcommands
+// ("halfscope bogus", "halfscope simulate", "halfscope -V"), or "" for any other parse error.
+// CLI11 reports those as "A subcommand is required" (its requirement check runs before the
+// unexpected-argument check), which names neither the token at fault nor the valid choices.
+std::string missing_subcommand_message(const CLI::App& app) {
+  std::string path = "halfscope";
+  const CLI::App* level = &app;
+  for (auto chosen = level->get_subcommands(); !chosen.empty(); chosen = level->get_subcommands()) {
+    level = chosen.front();
+    path += " " + level->get_name();
+  }
+  if (level->get_require_subcommand_min() == 0) return {};
+  std::string valid;
+  // Option groups are unnamed subcommands in CLI11: only named ones are choices.
+  for (const CLI::App* sub :
+       level->get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); }))
+    valid += (valid.empty() ? "" : ", ") + sub->get_name();
+  const std::vector<std::string> extras = app.remaining(true);
+  const std::string choices = "expected a subcommand of '" + path + "': " + valid + " (" + path +
+                              " --help lists them and the options)";
+  if (extras.empty()) return choices;
+  const std::string& token = extras.front();
+  if (token.size() > 1 && token[0] == '-')
+    return "unknown option '" + token + "' for '" + path + "': " + choices +
+           (level == &app ? "; --version prints the version" : "");
+  return "unknown subcommand '" + token + "': " + choices;
 }
 
 // Set when the error being handled was met identically by every rank (the command line).
@@ -131,6 +160,11 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" with exit code 0 in CLI11. Every rank parses the same
     // command line, so every rank ends alike; one prints.
     if (globals.rank != 0) return e.get_exit_code() == 0 ? 0 : 2;
+    if (e.get_exit_code() != 0)
+      if (const std::string message = missing_subcommand_message(app); !message.empty()) {
+        std::cerr << "halfscope: error: " << message << "\n";
+        return 2;
+      }
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   } catch (const Error& e) {

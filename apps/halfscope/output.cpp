@@ -1,8 +1,14 @@
 // Messages, the progress bar and small helpers shared by the subcommands.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <system_error>
 
 #include "cli.hpp"
 #include "halfscope/core/error.hpp"
@@ -78,6 +84,89 @@ void write_array(const Globals& g, const std::string& path, const Array& a,
   w.history = history;
   io::write_dataset(path, d, w);
   info(g, "wrote " + path);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The same file: by identity where both exist (links, mounts), else by their canonical paths.
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ea, eb;
+  if (fs::exists(a, ea) && fs::exists(b, eb)) {
+    std::error_code e;
+    const bool same = fs::equivalent(a, b, e);
+    if (!e) return same;
+  }
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea);
+  const fs::path cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  return !ea && !eb && ca == cb;
+}
+
+// Each file of a NamedPath: the list's items, or the one path.
+std::vector<std::string> files_of(const NamedPath& p) {
+  std::vector<std::string> files;
+  if (p.path.empty()) return files;
+  if (!p.list) return {p.path};
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = p.path.find(',', start);
+    std::string item = p.path.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) files.push_back(item);
+    if (comma == std::string::npos) return files;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
+CLI::Validator positive_number(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == text.size() && used > 0 && std::isfinite(v) && v > 0) return {};
+        return "expected " + what + " > 0, found '" + text + "'";
+      },
+      "> 0");
+}
+
+void check_distinct_paths(const std::vector<NamedPath>& inputs,
+                          const std::vector<NamedPath>& outputs) {
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    for (const std::string& out : files_of(outputs[o])) {
+      const auto clash = [&](const NamedPath& other, const std::string& file, const char* kind) {
+        throw InvalidInput(outputs[o].option + " " + out + ": the same file as " + other.option +
+                           " " + file + " (" + kind +
+                           "): expected an output path that no input or other output uses");
+      };
+      for (const NamedPath& in : inputs)
+        for (const std::string& file : files_of(in))
+          if (same_file(out, file)) clash(in, file, "an input");
+      for (std::size_t p = 0; p < o; ++p)
+        for (const std::string& file : files_of(outputs[p]))
+          if (same_file(out, file)) clash(outputs[p], file, "another output");
+    }
+}
+
+void check_text_output(const NamedPath& output, const std::string& what) {
+  if (output.path.empty()) return;
+  std::string ext = fs::path(output.path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  for (const char* array_ext :
+       {".npy", ".npz", ".fits", ".fit", ".fts", ".png", ".mseed", ".miniseed", ".ms", ".sac"})
+    if (ext == array_ext)
+      throw InvalidInput(output.option + " " + output.path + ": writes " + what +
+                         " text: expected a file name that does not end in " + ext +
+                         " (an array or waveform format)");
 }
 
 }  // namespace halfscope::cli

@@ -2,7 +2,9 @@
 // line; values go straight into a vector of doubles, so memory is the size of the result.
 #include "halfscope/io/csv.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -34,8 +36,8 @@ std::string quote_for_message(std::string_view s) {
 }
 
 /// Value of an out-of-range decimal number ("1e999" -> inf, "1e-999" -> 0): from_chars reports
-/// those as errors, but they are well-defined float64 values. Decides from the decimal exponent
-/// of the leading significant digit, which is far from zero for any out-of-range input.
+/// those as errors. Decides from the decimal exponent of the leading significant digit, which is
+/// far from zero for any out-of-range input.
 double out_of_range_value(std::string_view s) {
   const bool negative = !s.empty() && s[0] == '-';
   std::size_t i = negative ? 1 : 0;
@@ -63,20 +65,31 @@ double out_of_range_value(std::string_view s) {
   return negative ? -v : v;
 }
 
-/// Parses a whole field as a float64; false if it is not a number.
-bool parse_number(std::string_view s, double& out) {
-  if (s.empty()) return false;
+enum class Parsed { number, text, too_large };
+
+/// Parses a whole field as a float64. A decimal number below float64's smallest subnormal reads
+/// as +-0, its nearest float64, as any other rounding; one beyond the largest finite float64 is
+/// `too_large`, not inf: a table value that large is a corrupt or mis-scaled file, and an
+/// infinity must be written as one ("inf").
+Parsed parse_number(std::string_view s, double& out) {
+  if (s.empty()) return Parsed::text;
   if (s[0] == '+') {
     s.remove_prefix(1);
-    if (s.empty() || s[0] == '-' || s[0] == '+') return false;
+    if (s.empty() || s[0] == '-' || s[0] == '+') return Parsed::text;
   }
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  if (ptr != s.data() + s.size()) return false;
+  if (ptr != s.data() + s.size()) return Parsed::text;
   if (ec == std::errc::result_out_of_range) {
     out = out_of_range_value(s);
-    return true;
+    return std::isinf(out) ? Parsed::too_large : Parsed::number;
   }
-  return ec == std::errc();
+  return ec == std::errc() ? Parsed::number : Parsed::text;
+}
+
+/// "t.csv: line 3, field 2: " for messages.
+std::string at_field(std::string_view name, std::int64_t line, std::size_t column) {
+  return std::string(name) + ": line " + std::to_string(line) + ", field " +
+         std::to_string(column + 1) + ": ";
 }
 
 /// Splits one line into fields. An unquoted '#' ends the line (a comment).
@@ -150,6 +163,7 @@ CsvTable parse_csv_table(std::span<const std::byte> bytes, std::string_view name
   std::int64_t first_line = 0;  // the line that fixed the column count
   std::int64_t rows = 0;
   std::int64_t line = 0;
+  std::string header_refusal;  // why the header line is not data, for a file without data rows
   for (std::size_t pos = 0; pos < text.size();) {
     std::size_t eol = text.find('\n', pos);
     if (eol == std::string_view::npos) eol = text.size();
@@ -167,27 +181,46 @@ CsvTable parse_csv_table(std::span<const std::byte> bytes, std::string_view name
     if (first_line == 0) {
       first_line = line;
       columns = fields.size();
-      bool numeric = true;
       double v = 0;
-      for (const Field& f : fields) numeric = numeric && !f.quoted && parse_number(f.text, v);
-      if (!numeric) {
+      const auto text_field = std::find_if(fields.begin(), fields.end(), [&](const Field& f) {
+        return f.quoted || parse_number(f.text, v) == Parsed::text;
+      });
+      if (text_field != fields.end()) {
         for (const Field& f : fields) table.header.push_back(unescape(f));
+        header_refusal =
+            at_field(name, line, static_cast<std::size_t>(text_field - fields.begin())) +
+            "expected a number, found " + (text_field->quoted ? "quoted text " : "") +
+            quote_for_message(text_field->text);
         continue;
       }
     }
     for (std::size_t c = 0; c < fields.size(); ++c) {
       double v = 0;
-      if (fields[c].quoted || !parse_number(fields[c].text, v))
-        throw IoError(std::string(name) + ": line " + std::to_string(line) + ", field " +
-                      std::to_string(c + 1) + ": expected a number, found " +
+      const Parsed parsed = fields[c].quoted ? Parsed::text : parse_number(fields[c].text, v);
+      if (parsed == Parsed::too_large)
+        throw IoError(
+            at_field(name, line, c) + "expected a number within float64's range (|x| <= " +
+            "1.7976931348623157e308, or 'inf'), found " + quote_for_message(fields[c].text));
+      if (parsed == Parsed::text)
+        throw IoError(at_field(name, line, c) + "expected a number, found " +
                       (fields[c].quoted ? "quoted text " : "") + quote_for_message(fields[c].text));
       values.push_back(v);
     }
     ++rows;
   }
+  // A table without rows is refused rather than read as an empty array: every reader of a CSV
+  // wants numbers, and an empty result only fails later, far from the file. A first line with
+  // text is a header only when data follow it, so a lone "1,x" is a bad data row, not a header.
+  if (rows == 0) {
+    if (!header_refusal.empty())
+      throw IoError(header_refusal + "; no data rows (a line with text is a header only when " +
+                    "data rows follow it)");
+    throw IoError(std::string(name) +
+                  ": no data rows: expected lines of comma-separated numbers, " + "found " +
+                  (line == 0 ? "an empty file" : "only blank lines and comments"));
+  }
   table.data = Array(DType::f64, {rows, static_cast<std::int64_t>(columns)});
-  if (!values.empty())
-    std::memcpy(table.data.data(), values.data(), values.size() * sizeof(double));
+  std::memcpy(table.data.data(), values.data(), values.size() * sizeof(double));
   return table;
 }
 
@@ -211,7 +244,8 @@ std::string header_field(const std::string& h) {
     throw InvalidInput("write .csv: header names cannot contain line breaks");
   double v = 0;
   const bool needs_quotes = h.empty() || h.find_first_of(",\"#") != std::string::npos ||
-                            is_blank(h.front()) || is_blank(h.back()) || parse_number(h, v) ||
+                            is_blank(h.front()) || is_blank(h.back()) ||
+                            parse_number(h, v) != Parsed::text ||
                             h.starts_with("\xEF\xBB\xBF");  // else read as a byte-order mark
   if (!needs_quotes) return h;
   std::string out = "\"";

@@ -55,6 +55,9 @@ Format format_of(const fs::path& path) {
   if (ext == "png") return Format::png;
   for (const auto& e : kExtensions)
     if (ext == e.ext) return e.format;
+  // A folder has no file type: say what it is rather than that its "extension" is unknown.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw IoError(path.string() + ": is a folder, expected a file");
   throw InvalidInput(path.string() + ": unknown file type '" +
                      (ext.empty() ? "(none)" : "." + ext) +
                      "': expected .npy, .npz, .fits (.fit, .fts), .mseed (.miniseed, .ms), .sac, "
@@ -102,14 +105,25 @@ Dataset read_dataset(const fs::path& path, const ReadOptions& options) {
 
 namespace {
 
-Array convert_dtype(const Array& a, const WriteOptions& o, WriteReport& report,
-                    const std::string& what) {
+// `a` (of d.source) in the requested dtype for `out`. Errors name both files: the library's
+// conversion messages know only the array.
+Array convert_dtype(const Array& a, const WriteOptions& o, WriteReport& report, const Dataset& d,
+                    const fs::path& out) {
   if (!o.dtype || *o.dtype == a.dtype()) return a;
+  const std::string what =
+      d.source.string() + " -> " + out.string() + " as " + std::string(dtype_name(*o.dtype));
   ConversionReport r;
-  Array out = a.astype(*o.dtype, &r);
+  Array converted;
+  try {
+    converted = a.astype(*o.dtype, &r);
+  } catch (const InvalidInput& e) {
+    std::string why = e.what();
+    if (why.starts_with("astype: ")) why.erase(0, 8);
+    throw InvalidInput(what + ": " + why);
+  }
   require_finite(r, what);
   report.conversion += r;
-  return out;
+  return converted;
 }
 
 // The one array a single-array format gets from `d`.
@@ -166,17 +180,29 @@ WriteReport write_dataset(const fs::path& path, const Dataset& d, const WriteOpt
   check_output_path(path);
   switch (f) {
     case Format::npy:
-      write_npy(path, convert_dtype(single_array(path, d, o), o, report, path.string()));
+      write_npy(path, convert_dtype(single_array(path, d, o), o, report, d, path));
       break;
     case Format::csv:
-      write_csv(path, convert_dtype(single_array(path, d, o), o, report, path.string()));
+      write_csv(path, convert_dtype(single_array(path, d, o), o, report, d, path));
       break;
     case Format::png:
       write_png(path, single_array(path, d, o), o.png);
       break;
     case Format::fits: {
       FitsImage img = d.fits ? *d.fits : FitsImage{};
-      img.data = convert_dtype(single_array(path, d, o), o, report, path.string());
+      if (o.dtype == DType::f16 || o.dtype == DType::bf16)
+        throw InvalidInput(path.string() + ": FITS has no " + std::string(dtype_name(*o.dtype)) +
+                           " images: convert to float32 (exact for " +
+                           std::string(dtype_name(*o.dtype)) + " values), or write .npy");
+      img.data = convert_dtype(single_array(path, d, o), o, report, d, path);
+      // As the other commands' FITS outputs (write_array): FITS has no 16-bit floats, and float32
+      // holds every float16 and bfloat16 value exactly, so the values are unchanged.
+      if (img.data.dtype() == DType::f16 || img.data.dtype() == DType::bf16) {
+        report.notes.push_back(std::string(dtype_name(img.data.dtype())) +
+                               " values written as float32 (exact): FITS has no " +
+                               std::string(dtype_name(img.data.dtype())) + " images");
+        img.data = img.data.astype(DType::f32);
+      }
       if (o.dtype) img.bscale.reset(), img.bzero.reset();  // new values carry no stored scaling
       write_fits(path, img, o.history);
       break;
@@ -185,19 +211,19 @@ WriteReport write_dataset(const fs::path& path, const Dataset& d, const WriteOpt
       NamedArrays out;
       if (d.waveforms) {
         for (const auto& t : d.waveforms->traces)
-          out.emplace_back(t.id(), convert_dtype(t.data, o, report, path.string()));
+          out.emplace_back(t.id(), convert_dtype(t.data, o, report, d, path));
       } else {
         int i = 0;
         for (const auto& [name, a] : d.arrays)
           out.emplace_back(name.empty() ? "arr_" + std::to_string(i++) : name,
-                           convert_dtype(a, o, report, path.string()));
+                           convert_dtype(a, o, report, d, path));
       }
       write_npz(path, out);
       break;
     }
     case Format::mseed: {
       Waveforms w = waveforms_for(path, d);
-      for (auto& t : w.traces) t.data = convert_dtype(t.data, o, report, path.string());
+      for (auto& t : w.traces) t.data = convert_dtype(t.data, o, report, d, path);
       write_mseed(path, w);
       break;
     }

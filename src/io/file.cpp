@@ -105,7 +105,8 @@ void AtomicOutput::extend_to(std::uint64_t bytes) {
                   std::to_string(bytes) + " bytes: " + std::strerror(errno));
 }
 
-void AtomicOutput::commit() {
+void AtomicOutput::finish() {
+  if (finished_) return;
   if (file_) {
     // errno is saved at each failing step: a later call may overwrite it.
     int err = 0;
@@ -121,12 +122,25 @@ void AtomicOutput::commit() {
     ::close(fd);
     if (rc != 0) throw IoError(target_.string() + ": write failed: " + std::strerror(err));
   }
+  finished_ = true;
+}
+
+void AtomicOutput::commit() {
+  finish();
   std::error_code ec;
   fs::rename(temp_, target_, ec);
   if (ec)
     throw IoError(target_.string() +
                   ": cannot rename the finished file into place: " + ec.message());
   committed_ = true;
+}
+
+void commit_together(const std::vector<AtomicOutput*>& outputs) {
+  // Every file on disk before any takes its name: a full disk fails the run with none renamed.
+  for (AtomicOutput* o : outputs)
+    if (o) o->finish();
+  for (AtomicOutput* o : outputs)
+    if (o) o->commit();
 }
 
 void write_file_atomic(const fs::path& path, std::span<const std::byte> bytes) {

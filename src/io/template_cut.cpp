@@ -141,14 +141,18 @@ void for_each_pick(const SeismicData& info, std::int64_t samples, const fs::path
       if (!info.start_ns)
         throw InvalidInput(where() + ": start '" + f[2] + "' is a time but " + info.source +
                            " has no start time: expected a sample index");
-      const std::int64_t t = parse_iso8601(f[2]);
+      std::int64_t t = 0;
+      try {
+        t = parse_iso8601(f[2]);
+      } catch (const InvalidInput& e) {
+        throw InvalidInput(where() + ": start '" + f[2] +
+                           "': expected a sample index or an ISO-8601 UTC time (" + e.what() + ")");
+      }
       const long double at = detail::samples_between(*info.start_ns, t, info.sample_rate);
-      // Outside [0, samples] it fails the window check below anyway; clamping first keeps
-      // llround in range (a time centuries away would not fit an int64 sample index).
-      start = at < 0 ? -1
-              : at > static_cast<long double>(samples)
-                  ? samples + 1
-                  : static_cast<std::int64_t>(std::llround(at));
+      // The window check below names the pick's true samples; clamping at 4e18 samples (a
+      // billion years at 100 Hz) only keeps llround, and start + length, inside an int64.
+      constexpr long double kFar = 4e18L;
+      start = static_cast<std::int64_t>(std::llround(std::clamp(at, -kFar, kFar)));
     }
     // `start > samples - length`, not `start + length > samples`: a start near 2^63 would
     // overflow the sum (length <= samples is checked above).

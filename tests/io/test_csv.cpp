@@ -46,26 +46,17 @@ TEST(Csv, NoHeaderAndLastLineWithoutNewline) {
 }
 
 TEST(Csv, SpecialValues) {
-  const auto t = table("nan,NaN,inf,-inf,Infinity,-0,1e999,-1e999,1e-999,4.9e-324\n");
+  const auto t = table("nan,NaN,inf,-inf,Infinity,-0,1e-999,-1e-999,4.9e-324\n");
   const auto v = values(t.data);
-  ASSERT_EQ(v.size(), 10u);
+  ASSERT_EQ(v.size(), 9u);
   EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]));
   EXPECT_EQ(v[2], std::numeric_limits<double>::infinity());
   EXPECT_EQ(v[3], -std::numeric_limits<double>::infinity());
   EXPECT_EQ(v[4], std::numeric_limits<double>::infinity());
   EXPECT_TRUE(v[5] == 0 && std::signbit(v[5]));
-  EXPECT_EQ(v[6], std::numeric_limits<double>::infinity());
-  EXPECT_EQ(v[7], -std::numeric_limits<double>::infinity());
-  EXPECT_EQ(v[8], 0.0);
-  EXPECT_EQ(v[9], std::numeric_limits<double>::denorm_min());
-}
-
-TEST(Csv, EmptyAndHeaderOnly) {
-  EXPECT_EQ(table("").data.shape(), (Shape{0, 0}));
-  EXPECT_EQ(table("# nothing\n\n").data.shape(), (Shape{0, 0}));
-  const auto h = table("a,b,c\n");
-  EXPECT_EQ(h.header.size(), 3u);
-  EXPECT_EQ(h.data.shape(), (Shape{0, 3}));
+  EXPECT_TRUE(v[6] == 0 && !std::signbit(v[6]));  // below the smallest subnormal: the nearest, 0
+  EXPECT_TRUE(v[7] == 0 && std::signbit(v[7]));
+  EXPECT_EQ(v[8], std::numeric_limits<double>::denorm_min());
 }
 
 void expect_csv_error(const std::string& text, const std::string& needle) {
@@ -89,6 +80,33 @@ TEST(Csv, ErrorsNameTheLine) {
   expect_csv_error("\"a\"b,c\n", "unexpected 'b' after a quoted field");
   expect_csv_error("1,2\n0x10,3\n", "found '0x10'");
   expect_csv_error("1,2\n1 2,3\n", "found '1 2'");
+}
+
+TEST(Csv, EmptyAndHeaderOnlyAreErrors) {
+  expect_csv_error("", "no data rows: expected lines of comma-separated numbers, found an empty");
+  expect_csv_error("\xEF\xBB\xBF", "no data rows");
+  expect_csv_error("# nothing\n\n", "no data rows");
+  expect_csv_error("# nothing\n\n", "found only blank lines and comments");
+  // A line with text is a header only when data rows follow it: alone, it is a bad data row.
+  expect_csv_error("a,b,c\n", "line 1, field 1: expected a number, found 'a'; no data rows");
+  expect_csv_error("1,x\n", "line 1, field 2: expected a number, found 'x'; no data rows");
+  expect_csv_error("# c\n1,\"2\"\n# c\n", "line 2, field 2: expected a number, found quoted");
+  // A header followed by one row is still a header.
+  const auto t = table("1,x\n3,4\n");
+  EXPECT_EQ(t.header, (std::vector<std::string>{"1", "x"}));
+  EXPECT_EQ(values(t.data), (std::vector<double>{3, 4}));
+}
+
+TEST(Csv, NumbersBeyondFloat64AreErrors) {
+  expect_csv_error("4e999\n", "line 1, field 1: expected a number within float64's range");
+  expect_csv_error("1,2\n3,-1e999\n", "line 2, field 2: expected a number within float64's range");
+  expect_csv_error("x,y\n1,2\n3,1.8e308\n", "found '1.8e308'");
+  const auto t = table("1.7976931348623157e308,0.000000001e310\n");  // the largest finite, 1e301
+  EXPECT_EQ(values(t.data)[0], std::numeric_limits<double>::max());
+  // A header name that reads as a too-large number is quoted, so it reads back as a header.
+  const Array a = Array::from_values<double>(std::vector<double>{1}, {1, 1});
+  EXPECT_EQ(io::format_csv(a, {"1e999"}), "\"1e999\"\n1\n");
+  EXPECT_EQ(table(io::format_csv(a, {"1e999"})).header, (std::vector<std::string>{"1e999"}));
 }
 
 TEST(Csv, Float64RoundTripIsBitExact) {

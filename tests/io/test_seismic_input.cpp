@@ -221,6 +221,35 @@ TEST(SeismicInput, BadPickTablesNameTheLineAndField) {
   EXPECT_EQ(bad("a,0,25\n", 5), "(no InvalidInput)");                 // the last full window
 }
 
+// Times in a pick table: a start that is neither a sample index nor a time names the table, its
+// line and the field; a pick before or after the data names its true window in samples.
+TEST(SeismicInput, PickTimesNameTheLineAndTheirTrueWindow) {
+  SeismicData d;
+  d.data = ramp(2 * 100, 1).reshape({2, 100}).astype(DType::f32);
+  d.channel_ids = {"XX.A..HHZ", "XX.B..HHZ"};
+  d.start_ns = kT0;  // 2010-01-01T00:00:00Z
+  d.sample_rate = 100.0;
+  d.source = "mem";
+  TempDir dir;
+  const auto bad = [&](const std::string& start) {
+    write_text(dir / "p.csv", "a,0,0\na,1," + start + "\n");
+    return message_of([&] { (void)cut_templates(d, dir / "p.csv", 10); });
+  };
+  for (const char* start : {"abc", "1.5", "nan", "2010-13-45T99:00:00Z", "99999999999999999999"}) {
+    const std::string m = bad(start);
+    EXPECT_NE(m.find((dir / "p.csv").string() + " line 2: start '" + start + "'"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_NE(bad("2009-12-31T23:59:59.5Z").find("[-50, -40)"), std::string::npos);
+  EXPECT_NE(bad("2009-12-31T00:00:00Z").find("[-8640000, -8639990)"), std::string::npos);
+  EXPECT_NE(bad("2010-01-01T00:00:01.5Z").find("[150, 160)"), std::string::npos);
+  const std::string far = bad("1700-01-01T00:00:00Z");  // 310 years before the data
+  EXPECT_NE(far.find("line 2: template window [-97826"), std::string::npos) << far;
+  EXPECT_NE(bad("0001-01-01T00:00:00Z").find("line 2: start '0001-01-01T00:00:00Z'"),
+            std::string::npos);  // outside the ns timestamps (1677..2262)
+}
+
 // A table of 3.5 MB (the reader takes it in pieces of 1 MiB): 240,000 picks of 80,000 templates,
 // CRLF line ends, comment lines of odd lengths so lines straddle every piece border, and a last
 // line without its end; every label, moveout and weight as the table was written, and an error

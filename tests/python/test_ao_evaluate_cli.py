@@ -109,6 +109,37 @@ def test_wrong_reconstructor_shape_exits_2_and_writes_nothing(tmp_path, matrices
     assert res.stdout == ""
 
 
+def test_evaluate_outputs_never_replace_inputs_or_each_other(tmp_path, matrices):
+    """--psf and --json named like the system, the reconstructor or each other (however spelled),
+    or --json named like an array file: refused before any work, every file as it was."""
+    src = tmp_path / "R.npy"
+    np.save(src, matrices["R"])
+    system = tmp_path / "sys.json"
+    res = run("simulate", "ao-system", "--preset", "check", "-o", system)
+    assert res.returncode == 0, res.stderr
+    before = {f: f.read_bytes() for f in (src, system)}
+    same = tmp_path / "out.npy"
+    cases = [
+        (["--json", system], ["--json", "SYSTEM"]),
+        (["--json", src], ["--json", "--reconstructor"]),
+        (["--psf", tmp_path / "." / "R.npy"], ["--psf", "--reconstructor"]),
+        (["--psf", same, "--json", same], ["the same file as --psf", "(another output)"]),
+        (["--json", tmp_path / "summary.npy"], ["--json", "JSON", ".npy"]),
+    ]
+    for extra, words in cases:
+        res = run("--device", "cpu", "ao", "evaluate", system, "--reconstructor", src, *extra)
+        assert_bad_input(res, *words)
+        assert res.stdout == ""
+    # A parse error (CLI11's, with its hint to --help) says what a wavelength must be.
+    res = run("--device", "cpu", "ao", "evaluate", system, "--reconstructor", src, "--wavelength",
+              "0")
+    assert res.returncode == 2, res.stderr
+    assert "--wavelength: expected a wavelength in metres > 0, found '0'" in res.stderr, res.stderr
+    for f, content in before.items():
+        assert f.read_bytes() == content, f
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["R.npy", "sys.json"]
+
+
 def test_evaluate_outputs_appear_together(tmp_path, matrices):
     # The summary (~400 bytes) is written first, the PSF (256 x 256 float64, 512 KiB) second; with
     # writes limited to 64 KiB the PSF fails half-way. Both older files must survive unchanged: a

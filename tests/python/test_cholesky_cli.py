@@ -160,6 +160,28 @@ def test_asymmetric_matrix_names_the_entry(tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.parametrize("a,words", [
+    (1e300 * np.eye(4), ["A.npy", "A(0, 0) = 1e+300", "overflows float32"]),
+    (np.diag([1.0, 1.0, 1e39, 1.0]), ["A.npy", "A(2, 2) = 1e+39", "overflows float32"]),
+    (1e-300 * np.eye(4), ["A.npy", "A(0, 0) = 1e-300", "underflows float32", "scale"]),
+])
+def test_float64_beyond_float32_names_the_entry(tmp_path, a, words):
+    # The factorization stores A in float32: the input is finite, but 1e300 would reach the
+    # library as inf and 1e-300 as a zero pivot ("not positive definite").
+    res, out, report = factor(tmp_path, a)
+    assert_bad_input(res, *words)
+    assert "cholesky_tiles" not in res.stderr and "leading minor" not in res.stderr
+    assert not out.exists() and not report.exists()
+
+
+def test_off_diagonal_underflow_is_only_rounding(tmp_path):
+    a = np.eye(4)
+    a[2, 1] = a[1, 2] = 1e-60  # rounds to 0 in float32, harmless: accepted
+    res, out, _ = factor(tmp_path, a)
+    assert res.returncode == 0, res.stderr
+    assert np.array_equal(np.load(out), np.eye(4, dtype=np.float32))
+
+
 def test_bad_policy_and_output(tmp_path):
     res, _, _ = factor(tmp_path, kms(10), "--policy", "uniform:HP9")
     assert_bad_input(res, "HP9")

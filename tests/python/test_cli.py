@@ -126,3 +126,67 @@ def test_demo_writes_the_report(tmp_path):
     html = (tmp_path / "demo" / "index.html").read_text()
     for section in ('id="machine"', 'id="ceilings"', 'id="conv"', 'id="mfilter"', 'id="ao"'):
         assert section in html
+
+
+@pytest.mark.parametrize("args,words", [
+    (["bogus"], ["unknown subcommand 'bogus'", "'halfscope'", "convert", "conv", "deconv"]),
+    (["--bogus"], ["unknown option '--bogus'", "'halfscope'", "convert", "--version"]),
+    (["-V"], ["unknown option '-V'", "info", "--version"]),
+    ([], ["expected a subcommand of 'halfscope'", "info", "cholesky"]),
+    (["simulate", "bogus"], ["unknown subcommand 'bogus'", "'halfscope simulate'", "gaussian-kernel",
+                             "observation"]),
+    (["simulate"], ["expected a subcommand of 'halfscope simulate'", "gaussian-kernel"]),
+])
+def test_unknown_or_missing_subcommand_names_the_token_and_the_choices(args, words):
+    # CLI11 alone says only "A subcommand is required".
+    assert_bad_input(run(*args), *words)
+
+
+def test_folder_as_input_or_output(tmp_path):
+    (tmp_path / "d").mkdir()
+    np.save(tmp_path / "a.npy", np.ones((2, 2)))
+    assert_bad_input(run("convert", tmp_path / "d", tmp_path / "o.npy"), "d: is a folder")
+    assert_bad_input(run("convert", tmp_path / "a.npy", tmp_path / "d"), "d: is a folder")
+    assert_bad_input(run("conv", tmp_path / "d", tmp_path / "a.npy", "-o", tmp_path / "o.npy"),
+                     "d: is a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "d"]
+
+
+def test_dtype_that_does_not_fit_names_both_files(tmp_path):
+    np.save(tmp_path / "big.npy", np.array([[1e6, 2.0]]))
+    r = run("convert", tmp_path / "big.npy", tmp_path / "o.npy", "--dtype", "int16")
+    assert_bad_input(r, "big.npy", "o.npy", "int16", "1000000", "does not fit")
+    assert "astype" not in r.stderr
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_outputs_never_replace_inputs_or_each_other(tmp_path):
+    """Every command refuses, before any work, an output named like one of its inputs or like
+    another of its outputs, however spelled; every file stays as it was."""
+    rng = np.random.default_rng(3)
+    img, ker = tmp_path / "img.npy", tmp_path / "k.npy"
+    np.save(img, rng.uniform(size=(16, 16)).astype(np.float32))
+    np.save(ker, np.ones((3, 3), np.float32))
+    a = rng.uniform(size=(8, 8))
+    spd = tmp_path / "a.npy"
+    np.save(spd, a @ a.T + 8 * np.eye(8))
+    report = tmp_path / "l.npy"
+    report.write_text("precious")
+    before = {f: f.read_bytes() for f in (img, ker, spd, report)}
+    via_dot = tmp_path / "." / "img.npy"
+    cases = [
+        (["--device", "cpu", "conv", img, ker, "-o", via_dot], ["-o", "the same file as image"]),
+        (["--device", "cpu", "conv", img, ker, "-o", ker], ["-o", "the same file as kernel"]),
+        (["convert", img, via_dot], ["output", "the same file as input", "(an input)"]),
+        (["--device", "cpu", "cholesky", spd, "-o", spd], ["-o", "the same file as A"]),
+        (["--device", "cpu", "cholesky", spd, "-o", report, "--report", report],
+         ["--report", "the same file as -o", "(another output)"]),
+        (["--device", "cpu", "cholesky", spd, "-o", tmp_path / "L.npy", "--report",
+          tmp_path / "r.npy"], ["--report", "JSON"]),
+        (["--device", "cpu", "deconv", img, ker, "-o", via_dot], ["-o", "the same file as dirty"]),
+    ]
+    for args, words in cases:
+        assert_bad_input(run(*args), *words)
+    for f, content in before.items():
+        assert f.read_bytes() == content, f
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "img.npy", "k.npy", "l.npy"]

@@ -180,3 +180,54 @@ def test_simulate_gaussian_kernel(tmp_path):
     y, x = np.mgrid[-7:8, -7:8]
     want = np.exp(-(x**2 + y**2) / (2 * 2.5**2))
     np.testing.assert_allclose(k, want / want.sum(), rtol=1e-13)
+
+
+def one_line_exit_2(res, out, *words):
+    assert res.returncode == 2, res.stderr
+    line = res.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    for w in words:
+        assert w in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["img", "ker"])
+@pytest.mark.parametrize("value,text", [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")])
+@pytest.mark.parametrize("method", ["direct", "fft"])
+def test_non_finite_inputs_are_refused(tmp_path, where, value, text, method):
+    img = np.random.default_rng(2).uniform(0, 1, (64, 64)).astype(np.float32)
+    ker = np.ones((5, 5), np.float32) / 25
+    (img if where == "img" else ker)[3, 2] = value
+    res, out = conv(tmp_path, img, ker, method=method, device="cpu")
+    what = "image" if where == "img" else "kernel"
+    one_line_exit_2(res, out, f"{where}.npy", f"finite {what} values", f"found {text} at row 3, column 2")
+
+
+def test_input_messages_name_the_file(tmp_path):
+    res, out = conv(tmp_path, np.ones(8, np.float32), np.ones((3, 3)), device="cpu")
+    one_line_exit_2(res, out, "img.npy", "2-D image", "float32[8]")
+    res, out = conv(tmp_path, np.ones((8, 8)), np.ones((0, 4)), device="cpu")
+    one_line_exit_2(res, out, "ker.npy", "non-empty kernel", "[0, 4]")
+    np.savez(tmp_path / "two.npz", a=np.ones((3, 3)), b=np.ones((3, 3)))
+    np.save(tmp_path / "ker.npy", np.ones((3, 3)))
+    out = tmp_path / "o.npy"
+    res = run("conv", tmp_path / "two.npz", tmp_path / "ker.npy", "-o", out)
+    one_line_exit_2(res, out, "two.npz", "one 2-D image array", "found 2 arrays (a, b)")
+
+
+def test_boundary_aliases_and_every_value_listed(tmp_path):
+    img = np.random.default_rng(4).uniform(0, 1, (16, 16))
+    ker = np.random.default_rng(5).uniform(0, 1, (3, 3))
+    results = {}
+    for b in ("zero", "fill", "circular", "wrap"):
+        res, out = conv(tmp_path, img, ker, boundary=b, method="direct", precision="double", device="cpu")
+        assert res.returncode == 0, res.stderr
+        results[b] = np.load(out)
+    assert np.array_equal(results["zero"], results["fill"])
+    assert np.array_equal(results["circular"], results["wrap"])
+    assert not np.array_equal(results["zero"], results["circular"])
+    (tmp_path / "out.npy").unlink()
+    res, out = conv(tmp_path, img, ker, boundary="periodic", device="cpu")
+    one_line_exit_2(res, out, "--boundary", "'periodic'", "zero", "fill", "circular", "wrap")
+    help_text = run("conv", "--help").stdout
+    assert all(w in help_text for w in ("fill", "wrap", "separable"))

@@ -166,6 +166,42 @@ def test_fits_history_png_and_plot(tmp_path):
     assert svg.read_text().startswith("<svg") and "iteration" in svg.read_text()
 
 
+def test_ill_conditioning_warning_reads_cleanly(tmp_path):
+    # sigma 2 and lambda 1e-6: kappa(Q) ~ 6e8, so single precision adds the warning to a stop
+    # that has no detail of its own; it used to print as "stopped by iterations (; warning ...".
+    fits = pytest.importorskip("astropy.io.fits")
+    dirty, _ = problem(32, 32)
+    i = np.arange(32)[:, None] - 16
+    j = np.arange(32)[None, :] - 16
+    psf = np.exp(-(i ** 2 + j ** 2) / (2 * 2.0 ** 2))
+    d, p, out = tmp_path / "dirty.npy", tmp_path / "psf.npy", tmp_path / "sky.fits"
+    np.save(d, dirty)
+    np.save(p, psf)
+    res = run("deconv", d, p, "-o", out, "--device", "cpu", "--lambda", 1e-6, "--solver", "fixed",
+              "--iterations", 3)
+    assert res.returncode == 0, res.stderr
+    assert "stopped by iterations (warning: kappa(Q)" in res.stdout, res.stdout
+    assert "(;" not in res.stdout and "( " not in res.stdout
+    with fits.open(out) as f:
+        history = [str(h) for h in f[0].header["HISTORY"]]
+    assert any(h.startswith("halfscope deconv stop detail = warning: kappa(Q)") for h in history), history
+
+
+def test_boundary_aliases(tmp_path):
+    dirty, psf = problem(16, 16)
+    skies = {}
+    for b in ("circular", "wrap", "zero", "fill"):
+        res, out = deconv(tmp_path, dirty, psf, "--solver", "wiener", "--precision", "double",
+                          "--boundary", b, out=f"{b}.npy")
+        assert res.returncode == 0, res.stderr
+        skies[b] = np.load(out)
+    assert np.array_equal(skies["circular"], skies["wrap"])
+    assert np.array_equal(skies["zero"], skies["fill"])
+    res, _ = deconv(tmp_path, dirty, psf, "--boundary", "periodic", out="bad.npy")
+    assert_bad_input(res, "--boundary", "'periodic'", "circular", "wrap", "zero", "fill")
+    assert not (tmp_path / "bad.npy").exists()
+
+
 def no_outputs(tmp_path):
     return [p.name for p in tmp_path.iterdir() if p.name not in ("dirty.npy", "psf.npy")]
 

@@ -318,6 +318,47 @@ def test_bad_inputs_exit_2_with_one_line_and_no_output(tmp_path):
                    out), "picks.csv line 1", "XX.NOPE..HHZ")
 
 
+def test_outputs_never_replace_inputs_or_each_other(tmp_path):
+    """An output named like an input (however spelled) or like another output is refused before
+    any work, every file as it was; text outputs named like array files too; and options that
+    only the correlation would have caught (a per-channel CSV, a bad threshold) fail up front."""
+    _, _, _, _, p = problem(tmp_path, T=2, C=3, K=20, L=100)
+    weights = tmp_path / "w.npy"
+    np.save(weights, np.ones((2, 3)))
+    picks = tmp_path / "picks.csv"
+    picks.write_text("a,0,0\n")
+    before = {f: f.read_bytes() for f in (Path(p["t"]), Path(p["d"]), weights, picks)}
+    same_data = tmp_path / "sub" / ".." / Path(p["d"]).name
+    (tmp_path / "sub").mkdir()
+    cases = [
+        (["-o", p["d"]], ["-o", "DATA"]),
+        (["-o", same_data], ["-o", "DATA"]),
+        (["-o", p["t"]], ["-o", "TEMPLATES"]),
+        (["-o", weights, "--weights", weights], ["-o", "--weights"]),
+        (["--detect", "--detections", p["d"]], ["--detections", "DATA"]),
+        (["-o", tmp_path / "x.npy", "--detect", "--detections", tmp_path / "x.npy"],
+         ["--detections", "the same file as -o", "(another output)"]),
+        (["--detect", "--detections", tmp_path / "det.npy"], ["--detections", "CSV", ".npy"]),
+        (["-o", tmp_path / "cc.csv", "--per-channel"], ["cc.csv", "3-D", "--per-channel"]),
+        (["-o", tmp_path / "cc.npy", "--detect", "--threshold", "-1"], ["--threshold", ">= 0"]),
+        (["-o", tmp_path / "cc.npy", "--detect", "--threshold", "nan"], ["--threshold"]),
+    ]
+    for extra, words in cases:
+        r = run("--device", "cpu", "mfilter", p["t"], p["d"], *extra)
+        assert r.returncode == 2, (extra, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        for w in words:
+            assert w in lines[0], (extra, lines[0])
+    r = run("--device", "cpu", "mfilter", "--template-times", picks, "--template-length", 10,
+            p["d"], "--detect", "--detections", picks)
+    assert r.returncode == 2 and "--template-times" in r.stderr, r.stderr
+    for f, content in before.items():
+        assert f.read_bytes() == content, f
+    assert not (tmp_path / "x.npy").exists() and not (tmp_path / "det.npy").exists()
+    assert not (tmp_path / "cc.csv").exists() and not (tmp_path / "cc.npy").exists()
+
+
 def test_mismatched_sampling_rates_exit_2(tmp_path):
     obspy = pytest.importorskip("obspy")
     st = obspy.read()

@@ -162,3 +162,44 @@ def test_png_written_by_pillow(tmp_path):
     convert(tmp_path / "rgb.png", tmp_path / "rgb.npy")
     expected = rgb.astype(np.float64) @ np.array([0.2126, 0.7152, 0.0722])
     assert np.allclose(np.load(tmp_path / "rgb.npy"), expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("", ["no data rows", "empty file"]),
+    ("# only a comment\n\n", ["no data rows", "only blank lines and comments"]),
+    ("1,x\n", ["line 1, field 2", "expected a number", "'x'", "no data rows"]),
+    ("a,b,c\n", ["line 1, field 1", "'a'", "no data rows"]),
+    ("4e999,1\n", ["line 1, field 1", "float64", "'4e999'"]),
+    ("x,y\n1,2\n3,-1e400\n", ["line 3, field 2", "float64", "'-1e400'"]),
+])
+def test_csv_without_data_or_out_of_range_is_refused(tmp_path, text, words):
+    (tmp_path / "t.csv").write_text(text)
+    r = run("convert", tmp_path / "t.csv", tmp_path / "y.npy")
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and "t.csv" in line, line
+    for w in words:
+        assert w in line, line
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_csv_header_with_one_data_row(tmp_path):
+    (tmp_path / "t.csv").write_text("1,x\n3,4\n")
+    convert(tmp_path / "t.csv", tmp_path / "y.npy")
+    assert np.array_equal(np.load(tmp_path / "y.npy"), np.array([[3.0, 4.0]]))
+
+
+def test_float16_to_fits_is_widened_as_other_commands_do(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    x = (np.arange(12).reshape(3, 4) / 7).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    r = convert(tmp_path / "x.npy", tmp_path / "x.fits")
+    assert "float16 values written as float32 (exact)" in r.stderr
+    data = fits.getdata(tmp_path / "x.fits")
+    assert data.dtype == np.dtype(">f4") and np.array_equal(data, x.astype(np.float32))
+    # float16 asked for explicitly cannot be kept: refused before reading, with the way out.
+    r = run("convert", tmp_path / "x.npy", tmp_path / "y.fits", "--dtype", "float16")
+    assert r.returncode == 2, r.stderr
+    for w in ("--dtype float16", "y.fits", "FITS has no float16", "--dtype float32"):
+        assert w in r.stderr, r.stderr
+    assert not (tmp_path / "y.fits").exists()

@@ -168,4 +168,53 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
     # --uv-out into a missing folder: refused before anything is written.
     r = run("simulate", "psf", "--size", 16, "-o", out, "--uv-out", tmp_path / "no" / "uv.npy")
     assert r.returncode != 0
+    # Outputs named like an input or like each other, however spelled: refused, inputs unchanged.
+    before = {f: f.read_bytes() for f in (sky, psf, bad)}
+    assert_bad_input(run("simulate", "observation", sky, psf, "-o", tmp_path / "." / "sky.npy"),
+                     "-o", "the same file as sky", "(an input)")
+    assert_bad_input(run("simulate", "psf", "--size", 16, "-o", out, "--uv-out",
+                         tmp_path / "." / "psf.npy"), "--uv-out", "the same file as -o")
+    assert all(f.read_bytes() == content for f, content in before.items())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "psf16.npy", "sky.npy"]
+
+
+@pytest.mark.parametrize("kind", ["psf", "sky"])
+@pytest.mark.parametrize("args, words", [
+    # A typed 0 or negative size is refused, never replaced by --size's default.
+    (["--rows", 64, "--cols", 0], ["--cols", ">= 1", "found 0"]),
+    (["--rows", -3, "--cols", 5], ["--rows", ">= 1", "found -3"]),
+    (["--size", 0], ["--size", ">= 1", "found 0"]),
+])
+def test_typed_sizes_are_checked_not_defaulted(tmp_path, kind, args, words):
+    out = tmp_path / "out.npy"
+    assert_bad_input(run("simulate", kind, *args, "-o", out), f"simulate {kind}", *words)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    # A typed --pixel 0 is refused, never the default lambda_min / (4 B_max).
+    (["psf", "--size", 16, "--pixel", 0], ["simulate psf --pixel", "arcsec > 0", "found 0"]),
+    (["psf", "--size", 16, "--pixel", -1], ["simulate psf --pixel", "arcsec > 0", "found -1"]),
+    (["psf", "--size", 16, "--pixel", "nan"], ["simulate psf --pixel", "finite", "found nan"]),
+    (["psf", "--size", 16, "--pixel", "inf"], ["simulate psf --pixel", "finite", "found inf"]),
+    (["sky", "--size", 16, "--seed", -1], ["simulate sky --seed", "[0, 2^64 - 1]", '"-1"']),
+])
+def test_typed_pixel_and_seed_are_checked(tmp_path, args, words):
+    out = tmp_path / "out.npy"
+    assert_bad_input(run("simulate", *args, "-o", out), *words)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_observation_refuses_a_negative_seed(tmp_path):
+    sky, psf, out = tmp_path / "sky.npy", tmp_path / "psf.npy", tmp_path / "dirty.npy"
+    ok("simulate", "sky", "--size", 32, "--sources", 3, "-o", sky)
+    ok("simulate", "psf", "--size", 32, "--ha-step", 1800, "-o", psf)
+    assert_bad_input(run("simulate", "observation", sky, psf, "--seed", -1, "-o", out),
+                     "simulate observation --seed", "[0, 2^64 - 1]", '"-1"')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["psf.npy", "sky.npy"]
+
+
+def test_rows_and_cols_give_the_shape(tmp_path):
+    out = tmp_path / "sky.npy"
+    ok("simulate", "sky", "--rows", 48, "--cols", 40, "--sources", 5, "-o", out)
+    assert np.load(out).shape == (48, 40)

@@ -3,10 +3,13 @@
 // Reading: comma-separated values, one row per line ('\n' or "\r\n"), spaces and tabs around
 // fields ignored, blank lines and lines starting with '#' skipped, a UTF-8 byte-order mark ignored.
 // Numbers are parsed with std::from_chars (locale-independent); "nan", "inf", "-inf", "infinity"
-// (any case) and a leading '+' are accepted, decimal values too large for float64 become +-inf and
-// too small become +-0. The first row is a header when any of its fields is not a number; fields
-// may be "double-quoted" (with "" for a quote), and a quoted field is always text, never a number.
-// Every row must have as many fields as the first: a ragged row is an IoError naming its line.
+// (any case) and a leading '+' are accepted, decimal values too small for float64 become +-0 (the
+// nearest float64), and decimal values too large for it are an IoError (an infinity is written
+// "inf"). The first row is a header when any of its fields is not a number and at least one data
+// row follows it; fields may be "double-quoted" (with "" for a quote), and a quoted field is
+// always text, never a number. Every row must have as many fields as the first: a ragged row is an
+// IoError naming its line. A file without data rows (empty, only comments and blank lines, or a
+// header alone) is an IoError too.
 //
 // Writing: one row per line, "\n" endings, integers exactly, floating values in the shortest form
 // that reads back to the same value (std::to_chars), so float64 -> CSV -> float64 is bit-exact.
@@ -24,14 +27,15 @@
 namespace halfscope::io {
 
 /// A CSV table: the header row's names (empty when the file has no header) and the values as a
-/// float64 array of shape {rows, columns}. A file with no data rows gives {0, columns}.
+/// float64 array of shape {rows, columns}, rows >= 1.
 struct CsvTable {
   std::vector<std::string> header;
   Array data;
 };
 
 /// Parses CSV text held in memory. Throws IoError starting with `name` and naming the line (and
-/// column) at fault: a field that is not a number, a row with the wrong number of fields.
+/// field) at fault: a field that is not a number or beyond float64's range, a row with the wrong
+/// number of fields; and "no data rows" for a table without any.
 CsvTable parse_csv_table(std::span<const std::byte> bytes, std::string_view name);
 
 /// Reads a CSV file with its header (see parse_csv_table).

@@ -21,7 +21,8 @@ namespace halfscope::io {
 enum class Format { npy, npz, fits, mseed, sac, csv, png };
 
 /// The format of a path from its extension: .npy, .npz, .fits/.fit/.fts, .mseed/.miniseed/.ms,
-/// .sac, .csv, .png. Throws InvalidInput naming the path and listing the extensions.
+/// .sac, .csv, .png. Throws InvalidInput naming the path and listing the extensions (IoError "is
+/// a folder" for an existing folder).
 Format format_of(const std::filesystem::path& path);
 std::string_view format_name(Format f) noexcept;
 
@@ -59,7 +60,9 @@ struct WriteReport {
 
 /// Writes `data` in the format of `path`, atomically. Throws InvalidInput when the data does not
 /// fit the format (several arrays into .npy without --member, an array into MiniSEED, which
-/// needs times and rates), NumericalError when a dtype change overflows.
+/// needs times and rates, float16 / bfloat16 asked for in FITS), NumericalError when a dtype change
+/// overflows; conversion errors name the source and `path`. FITS has no 16-bit floats: a float16
+/// or bfloat16 array is written as float32 (exact), with a note in the report.
 WriteReport write_dataset(const std::filesystem::path& path, const Dataset& data,
                           const WriteOptions& options = {});
 

@@ -56,6 +56,9 @@ class AtomicOutput {
   /// processes sharing its file system can write their parts into it at known offsets (pwrite
   /// on temp_path()) before commit().
   void extend_to(std::uint64_t bytes);
+  /// Flushes and closes the temporary file, synced to disk: a write error (a full disk) is
+  /// thrown here, the target still untouched. commit() calls it when it was not called.
+  void finish();
   /// Makes the file visible under its target name.
   void commit();
 
@@ -63,8 +66,12 @@ class AtomicOutput {
   std::filesystem::path target_;
   std::filesystem::path temp_;
   std::FILE* file_ = nullptr;
-  bool committed_ = false;
+  bool finished_ = false, committed_ = false;
 };
+
+/// Commits several outputs as one: every one finished (its write errors thrown) before any is
+/// renamed, so a failure leaves every target as it was (null entries skipped).
+void commit_together(const std::vector<AtomicOutput*>& outputs);
 
 /// Writes `bytes` to `path` atomically.
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes);

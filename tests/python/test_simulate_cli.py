@@ -1,28 +1,15 @@
 """`halfscope simulate gaussian-kernel|random-image|seismic`: typed values are checked (exit 2, a
 one-line message naming the option, what was expected and what was found, nothing written);
 defaults apply only to absent options; nothing non-finite reaches an output file."""
-import os
-import subprocess
-
 import pytest
 
 np = pytest.importorskip("numpy")
-CLI = os.environ.get("HALFSCOPE_CLI")
+# The CLI runner and the one-line exit-2 check are ao_helpers' (this folder is on sys.path).
+from ao_helpers import CLI, assert_bad_input, run  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not CLI, reason="HALFSCOPE_CLI is not set (run through ctest)")
 
 KINDS = ["gaussian-kernel", "random-image", "seismic", "ao-system", "psf", "sky", "observation"]
-
-
-def run(*args):
-    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
-
-
-def assert_bad_input(result, *words):
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("args, words", [

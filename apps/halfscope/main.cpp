@@ -4,6 +4,8 @@
 // subcommands run on more than one rank, and a failure that not every rank shares ends the whole
 // job (MPI_Abort) instead of leaving the other ranks waiting.
 #include <array>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -11,6 +13,8 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "cli.hpp"
@@ -67,6 +71,49 @@ std::string missing_subcommand_message(const CLI::App& app) {
     return "unknown option '" + token + "' for '" + path + "': " + choices +
            (level == &app ? "; --version prints the version" : "");
   return "unknown subcommand '" + token + "': " + choices;
+}
+
+// Every integer option takes decimal text within its type's range. CLI11 2.1 reads integers with
+// strtoll base 0 (so "010" is 8 and "0x10" 16), clamps what overflows int64
+// ("--step 99999999999999999999" ran as 2^63 - 1) and wraps "-1" into an unsigned option: this
+// check runs on the text before CLI11 converts it, and hands CLI11 the number in plain decimal.
+// Narrower types are then range-checked by CLI11.
+void check_integer_texts(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    const bool is_unsigned = type.starts_with("UINT");
+    if (!is_unsigned && !type.starts_with("INT")) continue;
+    opt->transform(CLI::Validator(
+        [is_unsigned](std::string& text) -> std::string {
+          // One optional sign ('-' only where from_chars takes it: signed types), then digits.
+          std::string_view t = text;
+          const bool plus = t.starts_with('+');
+          if (plus) t.remove_prefix(1);
+          const char* end = t.data() + t.size();
+          std::from_chars_result r{};
+          std::string canonical;  // what CLI11 then reads: no leading zeros (its octal), no '+'
+          if (is_unsigned) {
+            std::uint64_t v = 0;
+            r = std::from_chars(t.data(), end, v);
+            canonical = std::to_string(v);
+          } else {
+            std::int64_t v = 0;
+            r = std::from_chars(t.data(), end, v);
+            canonical = std::to_string(v);
+          }
+          if (!(plus && t.starts_with('-')) && r.ec == std::errc() && r.ptr == end) {
+            text = canonical;
+            return {};
+          }
+          return std::string("expected a decimal integer") +
+                 (is_unsigned ? " in [0, 18446744073709551615]"
+                              : " in [-9223372036854775808, 9223372036854775807]") +
+                 ", found '" + text + "'";
+        },
+        ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    check_integer_texts(*sub);
 }
 
 // Set when the error being handled was met identically by every rank (the command line).
@@ -150,6 +197,13 @@ int main(int argc, char** argv) {
   cli::register_deconv(app, globals);
   cli::register_bench(app, globals);
   cli::register_demo(app, globals);
+  check_integer_texts(app);
+  // Parse errors in the one-line form of every other error (CLI11's own adds a second line).
+  app.failure_message([&app](const CLI::App*, const CLI::Error& e) {
+    const std::string path = chosen_path(app);
+    return "halfscope: error: " + (path.empty() ? "" : path + ": ") + std::string(e.what()) +
+           " (halfscope " + (path.empty() ? "" : path + " ") + "--help lists the options)\n";
+  });
   // Runs after parsing, before the chosen subcommand's callback.
   app.parse_complete_callback([&] { check_ranks(app, globals); });
 

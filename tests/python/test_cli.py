@@ -190,3 +190,21 @@ def test_outputs_never_replace_inputs_or_each_other(tmp_path):
     for f, content in before.items():
         assert f.read_bytes() == content, f
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "img.npy", "k.npy", "l.npy"]
+
+
+def test_integer_options_are_decimal_and_in_range(tmp_path):
+    """Integer options read decimal text only: CLI11 alone read "010" as octal 8, "0x10" as 16,
+    clamped 99999999999999999999 to 2^63 - 1 and wrapped -1 into unsigned options."""
+    out = tmp_path / "r.npy"
+    r = run("simulate", "random-image", "--rows", "010", "--cols", "+8", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert np.load(out).shape == (10, 8)
+    out.unlink()
+    for value in ["0x10", "99999999999999999999", "1e3", "5x", "+-3"]:
+        r = run("simulate", "random-image", "--rows", value, "--cols", 8, "-o", out)
+        assert r.returncode == 2, (value, r.stderr)
+        assert "--rows: expected a decimal integer" in r.stderr and f"'{value}'" in r.stderr, \
+            r.stderr
+        assert not out.exists()
+    r = run("bench", "conv", "--repeats", "-1", "-o", tmp_path / "b.json")
+    assert r.returncode == 2 and not (tmp_path / "b.json").exists(), r.stderr

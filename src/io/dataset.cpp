@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "halfscope/core/error.hpp"
@@ -140,6 +141,23 @@ Array single_array(const fs::path& out, const Dataset& d, const WriteOptions& o)
                            std::to_string(tr.front().size()) + " samples, " + t.id() + " " +
                            std::to_string(t.size()) + "): cannot write one array to " +
                            out.string() + "; try --fill-gaps or a MiniSEED output");
+    // The rows of one array share one time axis: channels sampled at other rates, or starting
+    // half a sample or more apart, would be written as if they were aligned.
+    for (const auto& t : tr) {
+      const double rate = tr.front().sample_rate;
+      const double apart_ns = std::abs(static_cast<double>(t.start_ns - tr.front().start_ns));
+      if (t.sample_rate != rate || apart_ns * rate >= 0.5e9)
+        throw InvalidInput(
+            d.source.string() + ": " + t.id() + " " +
+            (t.sample_rate != rate
+                 ? "is sampled at " + std::to_string(t.sample_rate) + " Hz, " + tr.front().id() +
+                       " at " + std::to_string(rate) + " Hz"
+                 : "starts at " + format_iso8601(t.start_ns, 6) + ", " + tr.front().id() + " at " +
+                       format_iso8601(tr.front().start_ns, 6)) +
+            ": cannot write them as the rows of one array to " + out.string() +
+            " (it has one time axis); expected channels of one rate and start, or a MiniSEED "
+            "output");
+    }
     Array stacked(tr.front().data.dtype(),
                   {static_cast<std::int64_t>(tr.size()), tr.front().size()});
     const std::int64_t row = tr.front().data.nbytes();

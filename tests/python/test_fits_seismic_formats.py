@@ -295,6 +295,32 @@ def test_mseed_to_npy_gives_the_samples(tmp_path):
     assert same_bits(np.load(tmp_path / "b.npy"), obspy.read(str(tmp_path / "a.mseed"))[0].data)
 
 
+def test_mseed_channels_of_other_rates_or_starts_are_not_stacked(tmp_path):
+    """Channels become the rows of one array only when they share its time axis."""
+    obspy = pytest.importorskip("obspy")
+    x = np.arange(1000, dtype=np.float32)
+    for rate, start, words in [(50.0, T0, ["50.000000 Hz", "100.000000 Hz"]),
+                               (100.0, "2019-01-01T00:00:00.129456Z", ["starts at"])]:
+        st = obspy.Stream([obspy_trace("XX", "A", "00", "HHZ", x, 100.0, T0),
+                           obspy_trace("XX", "B", "00", "HHZ", x.copy(), rate, start)])
+        for tr in st:
+            tr.stats.mseed = {"encoding": "FLOAT32"}
+        st.write(str(tmp_path / "two.mseed"), format="MSEED")
+        r = run("convert", tmp_path / "two.mseed", tmp_path / "two.npy")
+        assert r.returncode == 2 and "one time axis" in r.stderr, r.stderr
+        assert all(w in r.stderr for w in words), r.stderr
+        assert not (tmp_path / "two.npy").exists()
+    # Half a sample apart is refused, less is the same sample grid.
+    st = obspy.Stream([obspy_trace("XX", "A", "00", "HHZ", x, 100.0, T0),
+                       obspy_trace("XX", "B", "00", "HHZ", x.copy(), 100.0,
+                                   "2019-01-01T00:00:00.127456Z")])
+    for tr in st:
+        tr.stats.mseed = {"encoding": "FLOAT32"}
+    st.write(str(tmp_path / "near.mseed"), format="MSEED")
+    convert(tmp_path / "near.mseed", tmp_path / "near.npy")
+    assert np.load(tmp_path / "near.npy").shape == (2, 1000)
+
+
 def sac_trace():
     x = np.random.default_rng(4).standard_normal(900).astype(np.float32)
     tr = obspy_trace("IU", "ANMO", "00", "BHZ", x, 40.0, "2021-03-04T05:06:07.890123Z")

@@ -18,12 +18,24 @@ struct ConvertOptions {
   std::string scale = "linear", colormap = "gray", dtype, member;
   std::optional<double> vmin, vmax;
   bool fill_gaps = false;
+  std::string png_options_given;  // "--scale, --vmin": the PNG options on the command line
 };
 
 void run_convert(const Globals& g, const ConvertOptions& o) {
   // Fail on a bad output before reading anything large.
   check_distinct_paths({{"input", o.input}}, {{"output", o.output}});
   const io::Format out_format = io::format_of(o.output);
+  const io::Format in_format = io::format_of(o.input);
+  // An option that cannot apply is a mistake about the files, said rather than ignored.
+  if (out_format != io::Format::png && !o.png_options_given.empty())
+    throw InvalidInput(o.png_options_given + ": applies to PNG outputs; " + o.output + " is " +
+                       std::string(io::format_name(out_format)));
+  if (!o.member.empty() && in_format != io::Format::npz)
+    throw InvalidInput("--member " + o.member + ": picks an array of an .npz input; " + o.input +
+                       " is " + std::string(io::format_name(in_format)));
+  if (o.fill_gaps && in_format != io::Format::mseed)
+    throw InvalidInput("--fill-gaps: joins the segments of MiniSEED inputs; " + o.input + " is " +
+                       std::string(io::format_name(in_format)));
   io::check_output_path(o.output);
   io::WriteOptions w;
   w.png.scale = io::parse_scale(o.scale);
@@ -45,8 +57,7 @@ void run_convert(const Globals& g, const ConvertOptions& o) {
   io::ReadOptions r;
   r.fill_gaps = o.fill_gaps;
   // FITS to FITS keeps the stored integers and their BSCALE/BZERO unless the dtype changes.
-  r.fits_raw =
-      io::format_of(o.input) == io::Format::fits && out_format == io::Format::fits && !w.dtype;
+  r.fits_raw = in_format == io::Format::fits && out_format == io::Format::fits && !w.dtype;
   const io::Dataset d = io::read_dataset(o.input, r);
   if (d.waveforms)
     for (const auto& gap : d.waveforms->gaps)
@@ -82,7 +93,12 @@ void register_convert(CLI::App& app, Globals& g) {
   cmd->add_option("--member", o->member, "npz input: the array to write to a single-array format");
   cmd->add_flag("--fill-gaps", o->fill_gaps,
                 "MiniSEED input: join each channel, zero-filling gaps");
-  cmd->callback([&g, o] { run_convert(g, *o); });
+  cmd->callback([&g, o, cmd] {
+    for (const char* name : {"--scale", "--colormap", "--vmin", "--vmax"})
+      if (cmd->count(name) > 0)
+        o->png_options_given += (o->png_options_given.empty() ? "" : ", ") + std::string(name);
+    run_convert(g, *o);
+  });
 }
 
 }  // namespace halfscope::cli

@@ -31,6 +31,7 @@ struct DeconvCliOptions {
   double lambda = 0.01, step = 0, target = 0;
   std::int64_t iterations = 200, trace_every = 0, half_iterations = 0;
   int backtrack_retries = 20;
+  bool half_iterations_given = false, backtrack_retries_given = false;  // from the options' counts
 };
 
 // One image of a file: its single array with the size-1 axes dropped (radio FITS images often
@@ -90,6 +91,14 @@ void run_deconv(const Globals& g, const DeconvCliOptions& c) {
   // Everything that can be checked without the data fails first.
   deconv::DeconvOptions o;
   o.solver = deconv::parse_solver(c.solver);
+  // A solver's own option given to another solver is a mistake about the run: said, not ignored.
+  const auto only_for = [&](bool given, const char* option, deconv::Solver s) {
+    if (given && o.solver != s)
+      throw InvalidInput(std::string(option) + ": applies to --solver " +
+                         std::string(deconv::solver_name(s)) + ", found --solver " + c.solver);
+  };
+  only_for(c.half_iterations_given, "--half-iterations", deconv::Solver::HalfThenFloat);
+  only_for(c.backtrack_retries_given, "--backtrack-retries", deconv::Solver::Backtracking);
   o.precision = parse_precision(c.precision);
   try {
     o.boundary = parse_boundary(c.boundary);
@@ -195,7 +204,11 @@ void register_deconv(CLI::App& app, Globals& g) {
                   "half-then-float: the most iterations in half (0: iterations / 2)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
-  cmd->callback([&g, c] { run_deconv(g, *c); });
+  cmd->callback([&g, c, cmd] {
+    c->half_iterations_given = cmd->count("--half-iterations") > 0;
+    c->backtrack_retries_given = cmd->count("--backtrack-retries") > 0;
+    run_deconv(g, *c);
+  });
 }
 
 }  // namespace halfscope::cli

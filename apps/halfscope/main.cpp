@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_flag("-q,--quiet", globals.quiet, "print only results and errors");
-  app.add_flag("-v,--verbose", globals.verbose, "print details of what is done");
+  auto* verbose = app.add_flag("-v,--verbose", globals.verbose, "print details of what is done");
+  verbose->excludes("--quiet");
 
   cli::register_info(app, globals);
   cli::register_convert(app, globals);

@@ -208,3 +208,28 @@ def test_integer_options_are_decimal_and_in_range(tmp_path):
         assert not out.exists()
     r = run("bench", "conv", "--repeats", "-1", "-o", tmp_path / "b.json")
     assert r.returncode == 2 and not (tmp_path / "b.json").exists(), r.stderr
+
+
+def test_options_that_cannot_apply_are_refused(tmp_path):
+    """An option meant for another format or solver is a mistake about the run: exit 2 naming
+    it, never silently ignored."""
+    img = tmp_path / "img.npy"
+    np.save(img, np.ones((8, 8), np.float32))
+    out = tmp_path / "o.npy"
+    cases = [
+        (["convert", img, out, "--vmin", 0], ["--vmin", "PNG outputs", "npy"]),
+        (["convert", img, out, "--scale", "log", "--colormap", "gray"],
+         ["--scale, --colormap", "PNG outputs"]),
+        (["convert", img, out, "--member", "a"], ["--member a", ".npz input"]),
+        (["convert", img, out, "--fill-gaps"], ["--fill-gaps", "MiniSEED"]),
+        (["--device", "cpu", "deconv", img, img, "-o", out, "--half-iterations", 5],
+         ["--half-iterations", "--solver half-then-float", "found --solver cg"]),
+        (["--device", "cpu", "deconv", img, img, "-o", out, "--solver", "fixed",
+          "--backtrack-retries", 3], ["--backtrack-retries", "--solver backtracking"]),
+        (["-q", "-v", "info"], ["--quiet", "--verbose"]),
+    ]
+    for args, words in cases:
+        assert_bad_input(run(*args), *words)
+    assert not out.exists()
+    r = run("convert", img, tmp_path / "o.png", "--vmin", 0.5, "--scale", "log")
+    assert r.returncode == 0, r.stderr

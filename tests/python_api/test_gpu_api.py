@@ -143,6 +143,29 @@ def test_cupy_matched_filter_equals_numpy_path(cupy, rng):
     np.testing.assert_array_equal(cupy.asnumpy(out), host)
 
 
+def test_detect_on_device_stacks_of_any_real_dtype(cupy, torch, rng):
+    """detect on CuPy and CUDA torch stacks: float64 and float16 searched as float32 (the same
+    detections as the NumPy float32 path), a NaN or an infinity named, never searched."""
+    stack = rng.normal(0, 1, (3, 4000)).astype(np.float32)
+    stack[1, 1234] = 25.0
+    want = hs.detect(stack, 8.0, "MAD", 10)
+    assert len(want) >= 1 and 1234 in want["index"][want["template"] == 1]
+    tensors = [cupy.asarray(stack.astype(np.float64)), cupy.asarray(stack.astype(np.float16))]
+    if torch.cuda.is_available():
+        tensors.append(torch.from_numpy(stack.astype(np.float64)).cuda())
+    for x in tensors:
+        got = hs.detect(x, 8.0, "MAD", 10)
+        if str(x.dtype).endswith("float16"):
+            assert 1234 in got["index"][got["template"] == 1]
+        else:
+            np.testing.assert_array_equal(got, want)
+    for bad, word in [(np.nan, "NaN"), (np.inf, "infinite")]:
+        x = cupy.asarray(stack.astype(np.float64))
+        x[2, 77] = bad
+        with pytest.raises(hs.InvalidInput, match=f"{word}.*template 2, correlation 77"):
+            hs.detect(x, 8.0, "MAD", 10)
+
+
 def test_torch_cpu_in_torch_out(torch, rng):
     img = rng.uniform(-1, 1, (30, 20))
     ker = rng.uniform(-1, 1, (3, 4))

@@ -77,6 +77,24 @@ Array read_conv_input(const std::string& path, const char* what) {
   return a;
 }
 
+// Finite inputs that give a non-finite output overflowed the arithmetic (values near 1e38 in
+// single, or an FFT's sums in bf16): a NumericalError, never an output full of inf and NaN.
+void check_output_finite(const Array& out, const ConvCliOptions& c) {
+  const Array h = out.to(Memory::host).contiguous();
+  if (!dtype_is_float(h.dtype())) return;
+  visit_dtype(h.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = static_cast<const T*>(h.data());
+    for (std::int64_t i = 0; i < h.size(); ++i)
+      if (!std::isfinite(static_cast<double>(p[i])))
+        throw NumericalError("conv: the " + c.precision + " " + c.method +
+                             " convolution of finite inputs overflowed: output row " +
+                             std::to_string(i / h.dim(1)) + ", column " +
+                             std::to_string(i % h.dim(1)) +
+                             " is not finite (scale the inputs down, or use a wider precision)");
+  });
+}
+
 void run_conv(const Globals& g, const ConvCliOptions& c) {
   check_distinct_paths({{"image", c.image}, {"kernel", c.kernel}}, {{"-o", c.output}});
   (void)io::format_of(c.output);
@@ -95,6 +113,7 @@ void run_conv(const Globals& g, const ConvCliOptions& c) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   detail(g, "conv: " + out.describe() + " in " + std::to_string(ms) + " ms (with transfers)");
+  check_output_finite(out, c);
   if (c.check) {
     ConvOptions ref = o;
     ref.precision = Precision::Double;

@@ -43,6 +43,16 @@ std::string fmt(double v) {
   return buf;
 }
 
+// A scalar of the iteration that is NaN or infinite: the operator or a reduction overflowed the
+// backend's arithmetic (a dirty image of 1e30 in single), which no step length can recover from,
+// so the run ends with an error rather than as a "stall" with a blank image.
+[[noreturn]] void overflowed(const Backend& b, const std::string& what, std::int64_t iteration) {
+  throw NumericalError(what + " is not finite at iteration " + std::to_string(iteration) +
+                       ": the " + std::string(precision_name(b.precision())) +
+                       " arithmetic overflowed (scale the dirty image down, or use a wider "
+                       "precision)");
+}
+
 /// One phase on one backend: f (the iterate, already set) and b = H^T g.
 struct Phase {
   Backend& b;
@@ -120,6 +130,7 @@ Ending optimal(Phase& p) {
     }
     const double e = p.scaled_normal(k, tmp, q);  // q = Q k / e
     const double kk = p.b.dot(k, k), kq = e * p.b.dot(k, q);
+    if (!std::isfinite(kk) || !std::isfinite(kq)) overflowed(p.b, "optimal: k.Qk", p.it + 1);
     if (kk == 0)
       return {StopReason::Converged, "optimal: zero gradient at iteration " + std::to_string(p.it)};
     if (!(kq > 0))
@@ -139,6 +150,7 @@ Ending backtracking(Phase& p) {
   const Vec k = p.b.create();
   Vec trial = p.b.create();
   double J = p.b.criterion(p.f);
+  if (!std::isfinite(J)) overflowed(p.b, "backtracking: the criterion J", p.it);
   if (p.record_start && p.record(J, kNaN)) return target(p);
   p.gradient(k);
   const double first = p.setup.step;
@@ -209,10 +221,12 @@ Ending cg(Phase& p) {
   b.copy(p.f, best);
   double best_rr = rr;
   std::int64_t best_it = p.it, since = 0;
+  if (!std::isfinite(rr)) overflowed(b, "cg: the residual r.r", p.it);
   if (rr == 0) return {StopReason::Converged, "cg: zero residual at the start"};
   while (p.it < p.limit) {
     const double e = p.scaled_normal(d, tmp, q);  // q = Q d / e
     const double dq = e * b.dot(d, q);
+    if (!std::isfinite(dq)) overflowed(b, "cg: p.Qp", p.it + 1);
     if (!(dq > 0))
       return {StopReason::Stalled, "cg: p.Qp = " + fmt(dq) + " is not positive at iteration " +
                                        std::to_string(p.it + 1) + " (the precision is exhausted)"};

@@ -280,6 +280,28 @@ TEST(DeconvSolvers, HalfOverflowIsANumericalError) {
   EXPECT_LT(r.trace.back().distance, 1e-5);
 }
 
+TEST(DeconvSolvers, SingleOverflowIsANumericalErrorNotAStall) {
+  // Pixels ~1e30: ||g||^2 and d.Qd pass FP32's 3.4e38. The line-search and CG scalars come out
+  // non-finite; the run must end with an error naming the precision, not "stalled" with a
+  // blank image (no step length recovers from it).
+  const auto p = make_problem(32, 32, Boundary::Circular, 1e30);
+  for (const Solver s : {Solver::CG, Solver::Optimal, Solver::Backtracking}) {
+    try {
+      const auto r =
+          deconvolve(p.dirty, p.psf, opts(s, Precision::Single, Boundary::Circular, 20, 0.05));
+      ADD_FAILURE() << solver_name(s) << ": no NumericalError, stop " << r.stop_detail;
+    } catch (const NumericalError& e) {
+      EXPECT_NE(std::string(e.what()).find("single arithmetic overflowed"), std::string::npos)
+          << e.what();
+    }
+  }
+  // In double the same problem runs.
+  const auto r =
+      deconvolve(p.dirty, p.psf, opts(Solver::CG, Precision::Double, Boundary::Circular, 20, 0.05));
+  for (std::int64_t k = 0; k < r.image.size(); ++k)
+    ASSERT_TRUE(std::isfinite(r.image.data_as<double>()[k]));
+}
+
 TEST(DeconvSolvers, HalfRunsWithDirtyPixelsUpToAThousand) {
   // Sources up to 1e3 on the peak-1 beam: dirty pixels up to ~1e3, H^T g and Q f* larger. Every
   // FFT is scaled by powers of two, the FP16 products of the reductions too, and the optimal

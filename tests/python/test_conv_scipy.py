@@ -231,3 +231,19 @@ def test_boundary_aliases_and_every_value_listed(tmp_path):
     one_line_exit_2(res, out, "--boundary", "'periodic'", "zero", "fill", "circular", "wrap")
     help_text = run("conv", "--help").stdout
     assert all(w in help_text for w in ("fill", "wrap", "separable"))
+
+
+@pytest.mark.parametrize("precision, method, scale", [("single", "direct", 1e38),
+                                                      ("single", "fft", 1e38),
+                                                      ("double", "direct", 1e308)])
+def test_overflow_of_finite_inputs_exits_1_without_output(tmp_path, precision, method, scale):
+    """Finite inputs whose sums pass the precision's largest value: a numerical error naming the
+    precision and the first output pixel, never an output of inf and NaN."""
+    img, ker, out = tmp_path / "img.npy", tmp_path / "k.npy", tmp_path / "o.npy"
+    np.save(img, np.full((16, 16), scale, np.float32 if precision == "single" else np.float64))
+    np.save(ker, np.ones((5, 5), np.float32 if precision == "single" else np.float64))
+    r = run("--device", "cpu", "conv", img, ker, "-o", out, "--precision", precision, "--method",
+            method)
+    assert r.returncode == 1, r.stderr
+    assert f"the {precision} {method} convolution of finite inputs overflowed" in r.stderr, r.stderr
+    assert not out.exists()

@@ -250,8 +250,13 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
                   "tiles checked for the FP64 backward error (0: all, exact)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
-  cmd->callback([a, &g, budget] {
+  cmd->callback([a, &g, budget, cmd] {
     a->device_memory_given = budget->count() > 0;
+    // A list typed empty is a mistake, not a request for the default sizes (the E-ELT's).
+    for (const char* name : {"--sizes", "--systems", "--policies", "--json"})
+      if (cmd->count(name) > 0 && cmd->get_option(name)->as<std::string>().empty())
+        throw InvalidInput(std::string("bench cholesky: ") + name +
+                           ": expected a value, found an empty one");
     run_cholesky_bench(*a, g);
   });
 

@@ -115,6 +115,9 @@ void print_report(const bench::DeconvBenchResult& r, double target) {
 }
 
 void run_bench_deconv(const DeconvBenchArgs& a, const Globals& g) {
+  // The dump is a folder of inputs: neither file may be it or lie under its name.
+  check_distinct_paths({}, {{"--dump", a.dump}, {"--json", a.json}, {"--fig8-png", a.fig8_png}});
+  check_text_output({"--json", a.json}, "JSON");
   if (!a.json.empty()) io::check_output_path(a.json);
   if (!a.fig8_png.empty()) io::check_output_path(a.fig8_png);
   bench::DeconvBenchOptions o;

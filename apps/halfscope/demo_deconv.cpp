@@ -79,16 +79,22 @@ std::string recorded_section(const fs::path& results) {
       if (const auto it = c.params.find("size"); it != c.params.end())
         if (const auto* v = std::get_if<std::int64_t>(&it->second)) size = *v;
     for (const nlohmann::json& x : j["headline"]) {
-      const auto num = [&x](const char* key) {
-        return x.contains(key) && x[key].is_number() ? x[key].get<double>() : NAN;
+      // A value the run did not reach (null in the file, e.g. a solver that never got to 1e-3)
+      // reads "-", never "nan".
+      const auto num = [&x](const char* format, const char* key) -> std::string {
+        if (!x.contains(key) || !x[key].is_number()) return "-";
+        const double v = x[key].get<double>();
+        return std::isfinite(v) ? fmt(format, v) : "-";
       };
       const bool lower = x.value("ratio_is_lower_bound", false);
+      const std::string ratio = num("%.1f", "ratio");
       h << "<tr><td>" << html_escape(f.filename().string()) << "</td><td>"
-        << html_escape(r.device.name) << "</td><td>" << size << "</td><td>"
-        << fmt("%g", num("snr_db")) << "</td><td>" << fmt("%.1f", num("fixed_single_ms"))
-        << (lower ? " (did not reach)" : "") << "</td><td>" << fmt("%.1f", num("best_cg_ms")) << " "
+        << html_escape(r.device.name) << "</td><td>" << size << "</td><td>" << num("%g", "snr_db")
+        << "</td><td>" << num("%.1f", "fixed_single_ms") << (lower ? " (did not reach)" : "")
+        << "</td><td>" << num("%.1f", "best_cg_ms") << " "
         << html_escape(x.value("best_cg_precision", std::string())) << "</td><td>"
-        << (lower ? "&ge; " : "") << fmt("%.1f", num("ratio")) << "x</td></tr>\n";
+        << (ratio == "-" ? std::string("-") : (lower ? "&ge; " : "") + ratio + "x")
+        << "</td></tr>\n";
     }
   }
   h << "</table>\n<p>Time to a relative distance of 10<sup>-3</sup> to the exact solution "

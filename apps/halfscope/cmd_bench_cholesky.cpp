@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -270,7 +271,8 @@ void register_bench_cholesky(CLI::App& bench, Globals& g) {
       ->capture_default_str();
   tor->add_option("--max-fp64-n", t->max_fp64_n,
                   "largest n scored against the FP64 reconstructor (dense FP64 n x n)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
   tor->add_option("--devices", t->devices,
                   "CUDA devices of the reconstructor, comma-separated (factorization columns and "
                   "solve rows spread over them; covariances generated on the first)")

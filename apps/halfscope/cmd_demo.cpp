@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "cli.hpp"
 #include "deconv_cli.hpp"
@@ -105,7 +107,18 @@ void register_demo(CLI::App& app, Globals& g) {
   cmd->add_option("--seismic", o->seismic, "real seismic data for matched filtering (.npy (C,L))")
       ->capture_default_str();
   cmd->add_flag("--no-measure", o->skip_measure, "skip measuring the ceilings (faster)");
-  cmd->callback([&g, o] { run_demo(g, *o); });
+  cmd->callback([&g, o, cmd] {
+    // The defaults are the repository's files, shown as "not found" where the demo runs
+    // elsewhere; a path the user typed must exist (and the seismic data be a .npy array).
+    const auto given = [cmd](const char* name) { return cmd->count(name) > 0; };
+    if (given("--results") && !fs::is_directory(o->results_dir))
+      throw InvalidInput("--results " + o->results_dir + ": expected a folder of recorded results");
+    for (const auto& [name, path] :
+         {std::pair<const char*, std::string>{"--camera", o->camera}, {"--seismic", o->seismic}})
+      if (given(name) && (!fs::is_regular_file(path) || io::extension_of(path) != "npy"))
+        throw InvalidInput(std::string(name) + " " + path + ": expected an existing .npy file");
+    run_demo(g, *o);
+  });
 }
 
 }  // namespace halfscope::cli

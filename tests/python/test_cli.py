@@ -237,3 +237,22 @@ def test_options_that_cannot_apply_are_refused(tmp_path):
     assert not out.exists()
     r = run("convert", img, tmp_path / "o.png", "--vmin", 0.5, "--scale", "log")
     assert r.returncode == 0, r.stderr
+
+
+def test_typed_demo_inputs_and_bench_values_are_checked(tmp_path):
+    """A path typed for the demo must exist (the defaults may be absent outside the repository);
+    bench values out of their range are refused before any work."""
+    txt = tmp_path / "data.txt"
+    txt.write_text("1 2 3\n")
+    out = tmp_path / "demo"
+    assert_bad_input(run("demo", "-o", out, "--no-measure", "--results", tmp_path / "none"),
+                     "--results", "folder")
+    assert_bad_input(run("demo", "-o", out, "--no-measure", "--seismic", txt), "--seismic",
+                     ".npy")
+    assert_bad_input(run("demo", "-o", out, "--no-measure", "--camera", tmp_path / "no.npy"),
+                     "--camera", ".npy")
+    assert not (out / "index.html").exists()
+    assert_bad_input(run("bench", "cholesky", "--systems", "", "--json", tmp_path / "b.json"),
+                     "--systems", "empty")
+    r = run("bench", "tor", "--device", "cpu", "--max-fp64-n", "-1")
+    assert r.returncode == 2 and "--max-fp64-n" in r.stderr, r.stderr

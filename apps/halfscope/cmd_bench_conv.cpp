@@ -88,6 +88,12 @@ void run_bench_conv(const ConvBenchArgs& a, const Globals& g) {
   o.image_512 = a.image512;
   o.export_dir = a.export_dir;
   o.progress = [&g](const std::string& m) { info(g, m); };
+  // A GPU benchmark (its CPU peers run beside the GPU methods): a CPU device is a mistake about
+  // the run, said as such rather than as a missing CUDA device.
+  if (g.device == "cpu")
+    throw InvalidInput(
+        "bench conv measures the GPU methods: expected --device auto or cuda, found "
+        "--device cpu");
   (void)resolve_device(DeviceKind::Cuda);
   bench::BenchReport r = bench::run_conv_bench(o);
   const auto ceil = bench::load_latest_ceilings(a.results, r.device.name);
@@ -105,7 +111,7 @@ void register_bench_conv(CLI::App& bench, Globals& g) {
   auto a = std::make_shared<ConvBenchArgs>();
   auto* cmd = bench.add_subcommand(
       "conv", "study 000: convolution time and error against kernel width (GPU)");
-  cmd->add_option("--json", a->json, "write the results to this JSON file");
+  cmd->add_option("-o,--json", a->json, "write the results to this JSON file");
   cmd->add_option("--sizes", a->sizes, "square image sizes (default 512 4096 8192)")
       ->delimiter(',');
   cmd->add_option("--widths", a->widths, "kernel widths (default 3..115, 16 values)")

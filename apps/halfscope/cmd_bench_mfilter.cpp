@@ -149,6 +149,12 @@ void run_bench_mfilter(const MfBenchArgs& a, const Globals& g) {
          "only");
   }
   o.progress = [&g](const std::string& m) { info(g, m); };
+  // A GPU benchmark (its CPU peers run beside the GPU methods): a CPU device is a mistake about
+  // the run, said as such rather than as a missing CUDA device.
+  if (g.device == "cpu")
+    throw InvalidInput(
+        "bench mfilter measures the GPU methods: expected --device auto or cuda, found "
+        "--device cpu");
   (void)resolve_device(DeviceKind::Cuda);
   bench::BenchReport r = bench::run_mfilter_bench(o);
   const auto ceil = bench::load_latest_ceilings(a.results, r.device.name);
@@ -166,7 +172,7 @@ void register_bench_mfilter(CLI::App& bench, Globals& g) {
   auto a = std::make_shared<MfBenchArgs>();
   auto* cmd = bench.add_subcommand(
       "mfilter", "study 001: matched-filtering time and error per method (Table I), network case");
-  cmd->add_option("--json", a->json, "write the results to this JSON file");
+  cmd->add_option("-o,--json", a->json, "write the results to this JSON file");
   cmd->add_option("--case", a->which, "a (study, 16 x 256 x 4.32e6), b (network) or all")
       ->capture_default_str();
   cmd->add_flag("--quick", a->quick,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -140,9 +141,23 @@ void check_supported(ConvMethod m, Precision p, DeviceKind d) {
                       "; it supports " + precision_list(ps));
 }
 
+// An input whose every nonzero value underflowed to zero in the storage type (a kernel of 1e-10
+// in FP16, whose smallest subnormal is 6e-8) has vanished: the convolution would be zeros,
+// silently. Some values underflowing is the precision's rounding; all of them is an error.
+void require_not_vanished(const ConversionReport& r, const Array& stored, const std::string& what) {
+  if (r.underflow == 0) return;
+  const Array h = stored.on_device() ? stored.to(Memory::host) : stored;
+  const auto* bits = static_cast<const std::uint16_t*>(h.data());
+  for (std::int64_t i = 0; i < h.size(); ++i)
+    if ((bits[i] & 0x7fff) != 0) return;
+  throw NumericalError(what + ": every nonzero value underflowed to zero (" +
+                       std::to_string(r.underflow) +
+                       " of them): scale the input up, or use a wider precision");
+}
+
 // The input in the precision's storage type, C-contiguous, in `memory`: the array itself when it
 // already is (no copy). A value that does not fit the storage type (FP16 overflow) is an error,
-// never an inf.
+// never an inf, and so is an input that underflows to zero entirely.
 Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
   const DType want = storage_dtype(p);
   const bool same_place = (memory == Memory::device) == a.on_device();
@@ -155,8 +170,11 @@ Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
       (want == DType::f16 || want == DType::bf16)) {
     ConversionReport r;
     Array s = want == DType::f16 ? to_half_device(a, &r) : to_bf16_device(a, &r);
-    require_finite(r, std::string("convolve2d: ") + what + " in " + std::string(precision_name(p)) +
-                          " storage (" + std::string(dtype_name(want)) + ")");
+    const std::string where = std::string("convolve2d: ") + what + " in " +
+                              std::string(precision_name(p)) + " storage (" +
+                              std::string(dtype_name(want)) + ")";
+    require_finite(r, where);
+    require_not_vanished(r, s, where);
     return s;
   }
 #endif
@@ -167,8 +185,11 @@ Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
   } else {
     ConversionReport r;
     s = host.astype(want, &r);
-    require_finite(r, std::string("convolve2d: ") + what + " in " + std::string(precision_name(p)) +
-                          " storage (" + std::string(dtype_name(want)) + ")");
+    const std::string where = std::string("convolve2d: ") + what + " in " +
+                              std::string(precision_name(p)) + " storage (" +
+                              std::string(dtype_name(want)) + ")";
+    require_finite(r, where);
+    if (want == DType::f16 || want == DType::bf16) require_not_vanished(r, s, where);
   }
   return memory == Memory::device ? s.to(Memory::device) : s;
 }

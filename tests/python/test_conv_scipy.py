@@ -247,3 +247,22 @@ def test_overflow_of_finite_inputs_exits_1_without_output(tmp_path, precision, m
     assert r.returncode == 1, r.stderr
     assert f"the {precision} {method} convolution of finite inputs overflowed" in r.stderr, r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("precision", ["half", "mixed", "bf16"])
+def test_input_vanishing_in_its_storage_exits_1(tmp_path, precision):
+    """An input whose every nonzero value underflows to zero in FP16 / BF16 storage would give an
+    all-zero convolution: a numerical error instead. Some values underflowing is rounding."""
+    img, ker, out = tmp_path / "img.npy", tmp_path / "k.npy", tmp_path / "o.npy"
+    np.save(img, np.random.default_rng(2).uniform(0.5, 1, (16, 16)).astype(np.float32))
+    tiny = 1e-10 if precision != "bf16" else 1e-45  # below each format's smallest subnormal
+    np.save(ker, np.full((3, 3), tiny, np.float32))
+    r = run("--device", "cpu", "conv", img, ker, "-o", out, "--precision", precision)
+    assert r.returncode == 1, r.stderr
+    assert "kernel" in r.stderr and "every nonzero value underflowed to zero" in r.stderr, r.stderr
+    assert not out.exists()
+    mixed = np.full((3, 3), 1.0, np.float32)
+    mixed[0, 0] = tiny  # one value underflows: the precision's rounding, not an error
+    np.save(ker, mixed)
+    r = run("--device", "cpu", "conv", img, ker, "-o", out, "--precision", precision)
+    assert r.returncode == 0, r.stderr

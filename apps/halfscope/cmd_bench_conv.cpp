@@ -118,7 +118,9 @@ void register_bench_conv(CLI::App& bench, Globals& g) {
       ->delimiter(',');
   cmd->add_option("--methods", a->methods, "METHOD:PRECISION pairs (default: every GPU pair)")
       ->delimiter(',');
-  cmd->add_option("--repeats", a->repeats, "timed samples per case")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed samples per case")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--calls-per-sample", a->calls_per_sample,
                   "back-to-back calls per timed sample (1: each call timed on its own)")
       ->capture_default_str()

@@ -210,8 +210,10 @@ def test_integer_options_are_decimal_and_in_range(tmp_path):
         assert "--rows: expected a decimal integer" in r.stderr and f"'{value}'" in r.stderr, \
             r.stderr
         assert not out.exists()
+    # Refused while parsing, on a GPU machine too (it would run the whole benchmark).
     r = run("bench", "conv", "--repeats", "-1", "-o", tmp_path / "b.json")
-    assert r.returncode == 2 and not (tmp_path / "b.json").exists(), r.stderr
+    assert r.returncode == 2 and "--repeats" in r.stderr, r.stderr
+    assert not (tmp_path / "b.json").exists()
 
 
 def test_options_that_cannot_apply_are_refused(tmp_path):

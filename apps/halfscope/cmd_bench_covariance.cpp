@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -126,9 +127,14 @@ void run(const CovBenchArgs& a, const Globals& g) {
       throw InvalidInput("bench covariance: --dtype takes f32 and / or f64, found '" + t + "'");
     o.dtypes.push_back(t == "f32" ? DType::f32 : DType::f64);
   }
-  if (o.systems.empty() || o.layers.empty() || o.kinds.empty() || o.devices.empty() ||
-      o.dtypes.empty())
-    throw InvalidInput("bench covariance: every list option needs at least one value");
+  for (const auto& [option, empty] : {std::pair<const char*, bool>{"--systems", o.systems.empty()},
+                                      {"--layers", o.layers.empty()},
+                                      {"--kinds", o.kinds.empty()},
+                                      {"--device", o.devices.empty()},
+                                      {"--dtype", o.dtypes.empty()}})
+    if (empty)
+      throw InvalidInput(std::string("bench covariance: ") + option +
+                         ": expected at least one value, found none");
   o.table_layouts = split_list(a.layouts);
   o.warp_fast_lanes.clear();
   for (const auto& w : split_list(a.warps)) {

@@ -258,6 +258,7 @@ def test_typed_demo_inputs_and_bench_values_are_checked(tmp_path):
                      "--systems", "empty")
     r = run("bench", "tor", "--device", "cpu", "--max-fp64-n", "-1")
     assert r.returncode == 2 and "--max-fp64-n" in r.stderr, r.stderr
+    assert_bad_input(run("bench", "covariance", "--kinds", ""), "--kinds", "none")
     for bench in ("conv", "mfilter"):  # GPU benchmarks: a CPU device is named as the mistake
         assert_bad_input(run("--device", "cpu", "bench", bench, "-o", tmp_path / "b.json"),
                          f"bench {bench} measures the GPU methods", "--device cpu")

@@ -80,9 +80,10 @@ CLI::Validator positive_number(const std::string& what);
 /// `v` with `digits` decimals ("%.*f"), for tables and reports.
 std::string fixed(double v, int digits);
 
-/// The one 2-D array of an image file (.npy, .fits, .csv, .png); InvalidInput naming the file
-/// otherwise.
-Array read_single_array(const std::string& path);
+/// The one non-empty 2-D array (C-contiguous) of an image file (.npy, .npz, .fits, .csv, .png);
+/// InvalidInput naming the file, `what` it should hold ("image", "kernel", "sky") and what it
+/// holds otherwise (waveforms, several arrays by name, another shape).
+Array read_single_array(const std::string& path, const char* what);
 
 /// A benchmark case's parameter `key` when present with type T, else nullptr.
 template <class T>

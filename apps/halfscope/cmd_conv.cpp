@@ -38,42 +38,34 @@ Boundary parse_boundary_option(const std::string& text) {
   }
 }
 
-// The image or the kernel (`what`) from `path`: one non-empty 2-D array of finite values, checked
-// here so that the message names the file. convolve2d itself propagates NaN and inf as IEEE
-// arithmetic does (docs/conv.md), which the FFT methods spread over the whole output: a
-// non-finite input is almost always a broken file, so the command refuses it, as deconv does.
-Array read_conv_input(const std::string& path, const char* what) {
-  io::Dataset d = io::read_dataset(path);
-  if (d.waveforms)
-    throw InvalidInput(path + ": expected one 2-D " + what +
-                       " array (.npy, .npz, .fits, .csv, .png), found waveforms");
-  if (d.arrays.size() != 1) {
-    std::string names;
-    for (const auto& [name, a] : d.arrays) names += (names.empty() ? "" : ", ") + name;
-    throw InvalidInput(path + ": expected a file holding one 2-D " + what + " array, found " +
-                       std::to_string(d.arrays.size()) + " arrays" +
-                       (names.empty() ? "" : " (" + names + ")"));
-  }
-  const Array a = d.arrays.front().second.contiguous();
-  if (a.ndim() != 2)
-    throw InvalidInput(path + ": expected a 2-D " + what + ", found " + a.describe());
-  if (a.size() == 0)
-    throw InvalidInput(path + ": expected a non-empty " + what + ", found " + a.describe());
+// The index of the first NaN or infinity of a host array, or -1 (integer arrays have none).
+std::int64_t first_non_finite(const Array& a) {
+  std::int64_t first = -1;
   if (dtype_is_float(a.dtype()))
     visit_dtype(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* p = static_cast<const T*>(a.data());
-      for (std::int64_t i = 0; i < a.size(); ++i) {
-        const double v = static_cast<double>(p[i]);
-        if (!std::isfinite(v))
-          throw InvalidInput(path + ": expected finite " + what + " values, found " +
-                             (std::isnan(v) ? std::string("nan")
-                              : v > 0       ? "inf"
-                                            : "-inf") +
-                             " at row " + std::to_string(i / a.dim(1)) + ", column " +
-                             std::to_string(i % a.dim(1)));
-      }
+      for (std::int64_t i = 0; i < a.size() && first < 0; ++i)
+        if (!std::isfinite(static_cast<double>(p[i]))) first = i;
     });
+  return first;
+}
+
+// The image or the kernel (`what`) from `path` (read_single_array), of finite values, checked
+// here so that the message names the file. convolve2d itself propagates NaN and inf as IEEE
+// arithmetic does (docs/conv.md), which the FFT methods spread over the whole output: a
+// non-finite input is almost always a broken file, so the command refuses it, as deconv does.
+Array read_conv_input(const std::string& path, const char* what) {
+  const Array a = read_single_array(path, what);
+  if (const std::int64_t i = first_non_finite(a); i >= 0) {
+    const double v = a.at_as_double(i);
+    throw InvalidInput(path + ": expected finite " + what + " values, found " +
+                       (std::isnan(v) ? std::string("nan")
+                        : v > 0       ? "inf"
+                                      : "-inf") +
+                       " at row " + std::to_string(i / a.dim(1)) + ", column " +
+                       std::to_string(i % a.dim(1)));
+  }
   return a;
 }
 
@@ -81,18 +73,11 @@ Array read_conv_input(const std::string& path, const char* what) {
 // single, or an FFT's sums in bf16): a NumericalError, never an output full of inf and NaN.
 void check_output_finite(const Array& out, const ConvCliOptions& c) {
   const Array h = out.to(Memory::host).contiguous();
-  if (!dtype_is_float(h.dtype())) return;
-  visit_dtype(h.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = static_cast<const T*>(h.data());
-    for (std::int64_t i = 0; i < h.size(); ++i)
-      if (!std::isfinite(static_cast<double>(p[i])))
-        throw NumericalError("conv: the " + c.precision + " " + c.method +
-                             " convolution of finite inputs overflowed: output row " +
-                             std::to_string(i / h.dim(1)) + ", column " +
-                             std::to_string(i % h.dim(1)) +
-                             " is not finite (scale the inputs down, or use a wider precision)");
-  });
+  if (const std::int64_t i = first_non_finite(h); i >= 0)
+    throw NumericalError("conv: the " + c.precision + " " + c.method +
+                         " convolution of finite inputs overflowed: output row " +
+                         std::to_string(i / h.dim(1)) + ", column " + std::to_string(i % h.dim(1)) +
+                         " is not finite (scale the inputs down, or use a wider precision)");
 }
 
 void run_conv(const Globals& g, const ConvCliOptions& c) {

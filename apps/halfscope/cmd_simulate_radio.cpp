@@ -211,8 +211,8 @@ void run_observation(const Globals& g, ObservationCli& c) {
   check_distinct_paths({{"sky", c.sky}, {"psf", c.psf}}, {{"-o", c.output}});
   c.o.seed = checks::parse_seed(c.seed, "observation");
   c.o.boundary = parse_boundary(c.boundary);
-  const Array sky = read_single_array(c.sky);
-  const Array psf = read_single_array(c.psf);
+  const Array sky = read_single_array(c.sky, "sky");
+  const Array psf = read_single_array(c.psf, "PSF");
   const sim::ObservationResult r = sim::simulate_observation(sky, psf, c.o);
   const Cards cards = {text_card("SKY", c.sky, "model sky"),
                        text_card("PSF", c.psf, "point spread function"),

@@ -41,11 +41,24 @@ std::string fixed(double v, int digits) {
   return text;
 }
 
-Array read_single_array(const std::string& path) {
+Array read_single_array(const std::string& path, const char* what) {
   io::Dataset d = io::read_dataset(path);
-  if (d.waveforms || d.arrays.size() != 1)
-    throw InvalidInput(path + ": expected a file holding one 2-D array (.npy, .fits, .csv, .png)");
-  return d.arrays.front().second;
+  if (d.waveforms)
+    throw InvalidInput(path + ": expected one 2-D " + what +
+                       " array (.npy, .npz, .fits, .csv, .png), found waveforms");
+  if (d.arrays.size() != 1) {
+    std::string names;
+    for (const auto& [name, a] : d.arrays) names += (names.empty() ? "" : ", ") + name;
+    throw InvalidInput(path + ": expected a file holding one 2-D " + what + " array, found " +
+                       std::to_string(d.arrays.size()) + " arrays" +
+                       (names.empty() ? "" : " (" + names + ")"));
+  }
+  Array a = d.arrays.front().second.contiguous();
+  if (a.ndim() != 2)
+    throw InvalidInput(path + ": expected a 2-D " + what + ", found " + a.describe());
+  if (a.size() == 0)
+    throw InvalidInput(path + ": expected a non-empty " + what + ", found " + a.describe());
+  return a;
 }
 
 Progress::Progress(const Globals& g, std::string label, long long total)

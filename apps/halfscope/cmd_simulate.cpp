@@ -73,7 +73,7 @@ void run_simulate_gaussian_kernel(const Globals& g, const KernelCliOptions& c) {
 
 struct ImageCliOptions {
   std::int64_t rows = 512, cols = 512;
-  std::string seed = "1";
+  std::uint64_t seed = 1;
   double low = 0, high = 1;
   std::string dtype = "float32", output;
 };
@@ -84,7 +84,6 @@ struct ImageCliOptions {
 void run_simulate_random_image(const Globals& g, const ImageCliOptions& c) {
   checks::check_at_least(c.rows, 1, "random-image", "--rows");
   checks::check_at_least(c.cols, 1, "random-image", "--cols");
-  const std::uint64_t seed = checks::parse_seed(c.seed, "random-image");
   checks::check_finite(c.low, "random-image", "--low");
   checks::check_finite(c.high, "random-image", "--high");
   if (!(c.low < c.high))
@@ -108,13 +107,14 @@ void run_simulate_random_image(const Globals& g, const ImageCliOptions& c) {
             checks::number_text(std::numeric_limits<double>::max()) + ")",
         "--low " + checks::number_text(c.low) + ", --high " + checks::number_text(c.high));
   io::check_output_path(c.output);
-  write_simulated(g, c.output, sim::random_image(c.rows, c.cols, seed, c.low, c.high), dtype,
+  write_simulated(g, c.output, sim::random_image(c.rows, c.cols, c.seed, c.low, c.high), dtype,
                   "halfscope " HALFSCOPE_VERSION " random image");
 }
 
 struct SeismicCliOptions {
   sim::SeismicSimOptions sim;
-  std::string start = "2010-01-01T00:00:00Z", normalize = "short", seed = "1", output;
+  std::string start = "2010-01-01T00:00:00Z", normalize = "short", output;
+  std::uint64_t seed = 1;
   bool mseed = false;
 };
 
@@ -158,7 +158,7 @@ std::string events_csv(const sim::SeismicSimulation& s, const sim::SeismicSimOpt
 // when all of them are complete are they renamed into place.
 void run_simulate_seismic(const Globals& g, SeismicCliOptions c) {
   namespace fs = std::filesystem;
-  c.sim.seed = checks::parse_seed(c.seed, "seismic");
+  c.sim.seed = c.seed;
   // The library refuses a rate <= 0; inf would pass it and give every event time 0.
   checks::check_positive(c.sim.sample_rate, "seismic", "--sample-rate", "rate in Hz");
   c.sim.start_ns = io::parse_iso8601(c.start);
@@ -246,9 +246,7 @@ void register_simulate(CLI::App& app, Globals& g) {
   auto* ri = sim->add_subcommand("random-image", "uniform random image, reproducible from --seed");
   ri->add_option("--rows", im->rows, "image rows, >= 1")->capture_default_str();
   ri->add_option("--cols", im->cols, "image columns, >= 1")->capture_default_str();
-  ri->add_option("--seed", im->seed, "generator seed, 0 to 2^64 - 1")
-      ->type_name("UINT")
-      ->capture_default_str();
+  ri->add_option("--seed", im->seed, "generator seed, 0 to 2^64 - 1")->capture_default_str();
   ri->add_option("--low", im->low, "smallest value (inclusive), finite")->capture_default_str();
   ri->add_option("--high", im->high, "bound above the values (exclusive), finite, > --low")
       ->capture_default_str();
@@ -290,9 +288,7 @@ void register_simulate(CLI::App& app, Globals& g) {
   ss->add_option("--normalize", se->normalize,
                  "the normalization whose CC is planted exactly: short or full")
       ->capture_default_str();
-  ss->add_option("--seed", se->seed, "generator seed, 0 to 2^64 - 1")
-      ->type_name("UINT")
-      ->capture_default_str();
+  ss->add_option("--seed", se->seed, "generator seed, 0 to 2^64 - 1")->capture_default_str();
   ss->add_flag("--mseed", se->mseed, "also write data.mseed (float64 traces XX.Snnnn..HHZ)");
   ss->callback([&g, se] { run_simulate_seismic(g, *se); });
 

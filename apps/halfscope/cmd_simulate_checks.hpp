@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 #include "halfscope/core/dtype.hpp"
 #include "halfscope/core/error.hpp"
@@ -52,17 +51,6 @@ inline void check_positive(double v, std::string_view command, std::string_view 
                            std::string_view unit) {
   if (!(std::isfinite(v) && v > 0))
     refuse(command, option, "a finite " + std::string(unit) + " > 0", number_text(v));
-}
-
-/// A generator seed typed as decimal digits, 0 to 2^64 - 1. Read as text because CLI11 reads
-/// "-1" into an unsigned 64-bit option as 2^64 - 1: a sign is refused here, not wrapped.
-inline std::uint64_t parse_seed(const std::string& text, std::string_view command) {
-  std::uint64_t seed = 0;
-  const char* end = text.data() + text.size();
-  const auto r = std::from_chars(text.data(), end, seed);
-  if (text.empty() || r.ec != std::errc() || r.ptr != end)
-    refuse(command, "--seed", "an integer in [0, 2^64 - 1]", "\"" + text + "\"");
-  return seed;
 }
 
 /// The floating dtypes a simulated image may be written in.

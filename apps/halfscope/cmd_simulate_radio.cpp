@@ -171,14 +171,15 @@ void run_psf(const Globals& g, PsfCli& c) {
 struct SkyCli {
   Size size;
   sim::SkyOptions o;
-  std::string seed = "1", output;
+  std::string output;
+  std::uint64_t seed = 1;
 };
 
 void run_sky(const Globals& g, SkyCli& c) {
   check_array_output(c.output, "-o", true);
   c.o.rows = c.size.r("sky");
   c.o.cols = c.size.c("sky");
-  c.o.seed = checks::parse_seed(c.seed, "sky");
+  c.o.seed = c.seed;
   const sim::SkyResult s = sim::simulate_sky(c.o);
   const Cards cards = {
       integer_card("NSOURCES", static_cast<unsigned long long>(c.o.sources), "point sources"),
@@ -202,14 +203,15 @@ void run_sky(const Globals& g, SkyCli& c) {
 }
 
 struct ObservationCli {
-  std::string sky, psf, boundary = "circular", seed = "1", output;
+  std::string sky, psf, boundary = "circular", output;
+  std::uint64_t seed = 1;
   sim::ObservationOptions o;
 };
 
 void run_observation(const Globals& g, ObservationCli& c) {
   check_array_output(c.output, "-o", true);
   check_distinct_paths({{"sky", c.sky}, {"psf", c.psf}}, {{"-o", c.output}});
-  c.o.seed = checks::parse_seed(c.seed, "observation");
+  c.o.seed = c.seed;
   c.o.boundary = parse_boundary(c.boundary);
   const Array sky = read_single_array(c.sky, "sky");
   const Array psf = read_single_array(c.psf, "PSF");
@@ -269,9 +271,7 @@ void register_simulate_radio(CLI::App& sim, Globals& g) {
   sk->add_option("--halo-length", s->o.halo_correlation_px,
                  "halo correlation length (px), >= 0 (0: white)")
       ->capture_default_str();
-  sk->add_option("--seed", s->seed, "generator seed, 0 to 2^64 - 1")
-      ->type_name("UINT")
-      ->capture_default_str();
+  sk->add_option("--seed", s->seed, "generator seed, 0 to 2^64 - 1")->capture_default_str();
   sk->add_option("-o,--output", s->output, "sky file (.npy or .fits)")->required();
   sk->callback([&g, s] { run_sky(g, *s); });
 
@@ -281,9 +281,7 @@ void register_simulate_radio(CLI::App& sim, Globals& g) {
   ob->add_option("psf", o->psf, "PSF h (origin at (rows/2, cols/2), the sky's shape)")->required();
   ob->add_option("--snr-db", o->o.snr_db, "10 log10(||H f||^2 / (N sigma^2))")
       ->capture_default_str();
-  ob->add_option("--seed", o->seed, "noise generator seed, 0 to 2^64 - 1")
-      ->type_name("UINT")
-      ->capture_default_str();
+  ob->add_option("--seed", o->seed, "noise generator seed, 0 to 2^64 - 1")->capture_default_str();
   ob->add_option("--boundary", o->boundary, "circular or zero")->capture_default_str();
   ob->add_option("-o,--output", o->output, "dirty image (.npy or .fits)")->required();
   ob->callback([&g, o] { run_observation(g, *o); });

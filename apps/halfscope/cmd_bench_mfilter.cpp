@@ -129,6 +129,12 @@ void run_bench_mfilter(const MfBenchArgs& a, const Globals& g) {
   if (!a.json.empty()) io::check_output_path(a.json);
   if (a.which != "a" && a.which != "b" && a.which != "all")
     throw InvalidInput("bench mfilter: --case takes a, b or all, found '" + a.which + "'");
+  // A GPU benchmark (its CPU peers run beside the GPU methods): a CPU device is a mistake about
+  // the run, said as such rather than as a missing CUDA device.
+  if (g.device == "cpu")
+    throw InvalidInput(
+        "bench mfilter measures the GPU methods: expected --device auto or cuda, found "
+        "--device cpu");
   bench::MfBenchOptions o;
   o.study = a.which != "b";
   o.network = a.which != "a";
@@ -143,19 +149,14 @@ void run_bench_mfilter(const MfBenchArgs& a, const Globals& g) {
     o.real_data = a.real_data;  // named explicitly: a missing file is an error
   } else if (const auto staged = find_staged_real()) {
     o.real_data = *staged;
-  } else if (o.study) {
+  }
+  o.progress = [&g](const std::string& m) { info(g, m); };
+  (void)resolve_device(DeviceKind::Cuda);
+  // Warned only once the run will happen: a refused run prints its one error line alone.
+  if (o.study && o.real_data.empty())
     warn("bench mfilter: no real trace (" + std::string(kStagedReal) +
          " is not staged; tools/stage-deps.sh stages it): case (a) records uniform-data errors "
          "only");
-  }
-  o.progress = [&g](const std::string& m) { info(g, m); };
-  // A GPU benchmark (its CPU peers run beside the GPU methods): a CPU device is a mistake about
-  // the run, said as such rather than as a missing CUDA device.
-  if (g.device == "cpu")
-    throw InvalidInput(
-        "bench mfilter measures the GPU methods: expected --device auto or cuda, found "
-        "--device cpu");
-  (void)resolve_device(DeviceKind::Cuda);
   bench::BenchReport r = bench::run_mfilter_bench(o);
   const auto ceil = bench::load_latest_ceilings(a.results, r.device.name);
   if (ceil) r.ceilings = *ceil;

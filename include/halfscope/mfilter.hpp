@@ -92,7 +92,10 @@ std::int64_t mf_correlation_count(std::int64_t data_length, std::int64_t templat
                                   std::int64_t step);
 
 /// Computes the correlation. Inputs of any real dtype on the host or a device (data must be
-/// finite: NaN or inf is an InvalidInput naming the channel and the sample). The result is
+/// finite: NaN or inf is an InvalidInput naming the channel and the sample). Full normalization
+/// at half, mixed or bf16 is a NumericalError naming the channel and window where a window's
+/// level sits so far from its channel's mean that the 16-bit operands' rounding could move its
+/// CC by more than 0.1 (docs/mfilter.md: level steps; run split or single there). The result is
 /// float32 in the memory of `data`; host data on the GPU is streamed through in time chunks
 /// (K - 1 plus the moveout spread of overlap) so data larger than device memory works, and
 /// per-channel CC never reaches device memory in network mode on the tensor method.

@@ -173,7 +173,10 @@ def matched_filter(templates, moveouts, weights, data, step=1, arch="cpu", check
         'auto' (the GPU when there is one)
     check_zeros : 'first' (FMF's default), 'all' or False: warn (as FMF prints) when more than 10
         correlations of the first (every) template are 0
-    normalize : 'short' (study 001, FMF's default) or 'full' (demeaned windows and templates)
+    normalize : 'short' (study 001, FMF's default) or 'full' (demeaned windows and templates;
+        with precision 'half', 'mixed' or 'bf16', NumericalError where a window's level sits so
+        far from its channel's mean that 16-bit rounding could move its CC by more than 0.1:
+        level steps, docs/mfilter.md)
     network_sum : True: (T, n_corr); False: (T, S, C, n_corr) or (T, N, n_corr)
     precision : None (split on the GPU, single on the CPU, double for 'precise'), or a name
     method : 'auto', 'direct', 'naive', 'cublas1'..'cublas4', 'tensor' or 'fft'

@@ -16,6 +16,7 @@
 #include "mfilter/chunking.hpp"
 #include "mfilter/data_factors.hpp"
 #include "mfilter/dispatch.hpp"
+#include "mfilter/level_check.hpp"
 #if HALFSCOPE_WITH_CUDA
 #include "mfilter/prepare_cuda.hpp"
 #endif
@@ -440,6 +441,9 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
     std::vector<ChannelFactors> factors;
     p.data = prepare_device_data(data, d, want, factors);
     p.channel_offsets = offsets_of(factors);
+    // The level check reads a host copy: only in full normalization at 16-bit precisions.
+    if (p.dims.normalize == MfNormalize::Full && level_rounding_unit(p.precision) > 0)
+      check_level_rounding(p, p.data.on_device() ? p.data.to(Memory::host) : p.data);
     if (!p.data.on_device()) p.data = p.data.to(Memory::device);  // host fallback's result
     return p;
   }
@@ -449,6 +453,7 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
   std::vector<ChannelFactors> factors;
   Array x = prepare_data(data, d, want, factors, changed);
   p.channel_offsets = offsets_of(factors);
+  check_level_rounding(p, x);
   // Computed in place when the device data are already `want` and need no shift or scale;
   // otherwise uploaded (run_cuda synchronizes the device before reading it, dispatch.hpp).
   if (p.on_gpu && p.data_on_device)

@@ -13,6 +13,7 @@
 #include "halfscope/core/device.hpp"
 #include "halfscope/core/error.hpp"
 #include "mfilter/devices.hpp"
+#include "mfilter/level_check.hpp"
 #include "mfilter/window_stats.hpp"
 
 namespace halfscope::mpi::mf {
@@ -187,7 +188,8 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templat
   std::int64_t b = std::clamp((c1 - 1) * d.step + *hi + K, a, L);
   // Shorter than a template: no window of the block is inside the data (one inside would span
   // K samples of [a, b)), so any K samples give the same zeros; the backends want L >= K.
-  if (b - a < K) {
+  const bool windows_inside = b - a >= K;
+  if (!windows_inside) {
     b = std::min(L, a + K);
     a = b - K;
   }
@@ -195,6 +197,8 @@ mfilter::Prepared block_problem(const mfilter::Prepared& p, const Array& templat
   for (std::int64_t& m : sub.moveouts) m += c0 * d.step - a;
   sub.data = prepared_window(data, a, b, mfilter::storage_type(p));
   sub.channel_offsets = mfilter::offsets_of(data.factors);
+  // The level check of this block's windows (named by their samples in the caller's channel).
+  if (windows_inside) mfilter::check_level_rounding(sub, sub.data, a);
   sub.out_shape = d.network_sum ? Shape{t1 - t0, c1 - c0} : Shape{t1 - t0, C, c1 - c0};
   return sub;
 }

@@ -153,6 +153,37 @@ TEST(MpiMfilter, BadInputOnOneRankIsEveryRanksError) {
   EXPECT_EQ(gather_result(world, part, 0).empty(), world.rank() != 0);
 }
 
+TEST(MpiMfilter, LevelRoundingIsReportedByTheRankWhoseBlockHoldsTheWindow) {
+  // A plateau of 500 (noise 0.25 there) on channel 1 from sample 7000, K + 20 samples long: in
+  // full normalization with BF16 operands its windows round to the plateau's level (bounds ~8,
+  // mfilter/level_check.hpp), the windows elsewhere stay under the bound. Each rank checks the
+  // windows of its own block, so the lowest rank whose block reaches window 7000 reports it.
+  const Comm world = Comm::world();
+  constexpr std::int64_t T = 20, K = 16, L = 9000, at = 7000, spread = 22;
+  const auto in = make_inputs(T, 2, K, L, 0);
+  Array data = in.data.clone();
+  for (std::int64_t s = at; s < at + K + 20; ++s) data.data_as<double>()[L + s] += 500.0;
+  MfOptions o;
+  o.device = DeviceKind::Cpu;
+  o.precision = Precision::BF16;
+  o.normalize = MfNormalize::Full;
+  const MfSplit split{world.size()};
+  int failing = -1;
+  for (int r = 0; r < world.size() && failing < 0; ++r) {
+    const MfShare s = mf_share(r, world.size(), T, L - K + 1, split);
+    if (!s.empty() && s.time_end - 1 + spread >= at) failing = r;
+  }
+  expect_agreed<NumericalError>(
+      world, failing, "channel 1, the window of 16 samples at sample 7000 ",
+      [&] { (void)matched_filter(world, in.templates, data, o, in.network, split); });
+  // The one-process call names the same window.
+  EXPECT_THROW((void)halfscope::matched_filter(in.templates, data, o, in.network), NumericalError);
+  MfOptions split_precision = o;
+  split_precision.precision = Precision::Split;
+  const MfPart part = matched_filter(world, in.templates, data, split_precision, in.network, split);
+  EXPECT_EQ(gather_result(world, part, 0).empty(), world.rank() != 0);
+}
+
 TEST(MpiMfilter, RanksHoldingOtherShapesAreRefusedEverywhere) {
   const Comm world = Comm::world();
   if (world.size() == 1) GTEST_SKIP() << "needs two ranks to hold different inputs";

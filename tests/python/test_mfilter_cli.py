@@ -435,3 +435,31 @@ def test_devices_on_a_cpu_call_exit_2(tmp_path):
     out = tmp_path / "cc.npy"
     assert_bad(run("--device", "cpu", "mfilter", p["t"], p["d"], "-o", out, "--devices", "0,1"),
                out, "devices", "runs on the CPU")
+
+
+def test_level_step_in_sixteen_bit_full_normalization_exits_1_naming_the_window(tmp_path):
+    # A step of 3e4 noise levels: FP16 / BF16 operands of full normalization would round to the
+    # level (CC errors of order 1, clamped to +-1); the call is a numerical failure, written
+    # nowhere, and split runs the same data within float32-grade error.
+    rng = np.random.default_rng(4)
+    templates = rng.standard_normal((2, 2, 50))
+    data = rng.standard_normal((2, 2000))
+    data[1, 1000:] += 3e4
+    np.save(tmp_path / "t.npy", templates)
+    np.save(tmp_path / "d.npy", data)
+    out = tmp_path / "cc.npy"
+    for precision in ("half", "mixed", "bf16"):
+        r = run("--device", "cpu", "mfilter", tmp_path / "t.npy", tmp_path / "d.npy", "-o", out,
+                "--normalize", "full", "--precision", precision)
+        assert r.returncode == 1, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        for word in ("channel 1", "at sample", precision, "split or single"):
+            assert word in lines[0], lines[0]
+        assert not out.exists()
+    r = run("--device", "cpu", "mfilter", tmp_path / "t.npy", tmp_path / "d.npy", "-o", out,
+            "--normalize", "full", "--precision", "split")
+    assert r.returncode == 0, r.stderr
+    ref = fmf_reference(templates, data.astype(np.float32).astype(np.float64), normalize="full")
+    # Split's operands carry ~22 bits: errors ~u32 x the level over the noise (~1.5e4), K = 50.
+    assert np.abs(np.load(out) - ref).max() < 2e-2

@@ -132,6 +132,23 @@ def test_flat_windows_give_zero_not_nan(rng, normalize):
     np.testing.assert_array_equal(got[flat], 0.0)
 
 
+def test_level_steps_in_sixteen_bit_full_normalization_raise_numerical_error(rng):
+    # Data that step by 3e4 noise levels: FP16 / BF16 operands of full normalization round to
+    # the level, so the call raises (never returns CC clamped to +-1); single runs.
+    templates = rng.standard_normal((2, 3, 40))
+    data = rng.standard_normal((3, 3000))
+    data[2, 1200:] += 3e4
+    for precision in ("half", "mixed", "bf16"):
+        with pytest.raises(hs.NumericalError, match="channel 2, the window of 40 samples"):
+            hs.matched_filter(templates, None, None, data, normalize="full", precision=precision,
+                              check_zeros=False)
+    cc = hs.matched_filter(templates, None, None, data, normalize="full", precision="single",
+                           check_zeros=False)
+    want = ref.matched_filter(templates, None, None, data.astype(np.float32).astype(np.float64),
+                              normalize="full")
+    assert np.abs(cc - want).max() < 1e-2
+
+
 def test_shape_errors_name_the_argument(rng):
     templates, moveouts, weights, data = network_problem(rng)
     with pytest.raises(hs.InvalidInput) as info:

@@ -115,7 +115,9 @@ struct DeconvResult {
 };
 
 /// Runs a solver. `dirty` and `psf`: 2-D, the same shape, any real dtype, host or device; the
-/// result is on the host. Throws InvalidInput (different shapes, empty, non-finite values, a PSF
+/// result is on the host. The dirty image is scaled to max 1 by a power of two for the solvers
+/// and the result scaled back (exact: any units work, docs/deconv.md); the PSF is used as given.
+/// Throws InvalidInput (different shapes, empty, non-finite values, a PSF
 /// whose spectrum is zero, lambda < 0 or lambda = 0 with a singular operator, a precision or
 /// solver the device does not support: the message says which are), NumericalError for an FP16
 /// overflow (naming the operation and the iteration), Unsupported for a GPU request without CUDA.

@@ -83,6 +83,42 @@ detail::Problem make_problem(const Array& dirty, const Array& psf, double lambda
   return p;
 }
 
+/// Replaces g by g 2^-e with max |g 2^-e| in [0.5, 1) and returns e (0 for a zero image). Exact
+/// (a power of two; a new array: p.dirty may share the caller's memory). Tikhonov's minimiser is
+/// linear in g, so the solvers then return f* 2^-e and see criteria J 2^-2e: FP16 and FP32
+/// storage work on the data's scale whatever the caller's units (a dirty image of 1e-6 Jy came
+/// back all zero from half and mixed, 1e20 overflowed FP16).
+int normalize_dirty(detail::Problem& p) {
+  const double* g = p.dirty.data_as<double>();
+  const std::int64_t n = p.dirty.size();
+  double m = 0;
+  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(g[i]));
+  if (m == 0) return 0;
+  int e = 0;
+  (void)std::frexp(m, &e);  // m = fr 2^e, fr in [0.5, 1)
+  if (e == 0) return 0;
+  Array scaled(DType::f64, p.dirty.shape());
+  double* out = scaled.data_as<double>();
+  for (std::int64_t i = 0; i < n; ++i) out[i] = std::ldexp(g[i], -e);
+  p.dirty = std::move(scaled);
+  return e;
+}
+
+/// Brings a result of the normalized problem back to the caller's units.
+void restore_units(DeconvResult& r, int e) {
+  if (e == 0) return;
+  if (!r.image.empty()) {
+    Array image = r.image.contiguous().clone();
+    double* f = image.data_as<double>();
+    for (std::int64_t i = 0; i < image.size(); ++i) f[i] = std::ldexp(f[i], e);
+    r.image = std::move(image);
+  }
+  for (TraceRow& row : r.trace) {
+    row.criterion = std::ldexp(row.criterion, 2 * e);
+    row.criterion_solver = std::ldexp(row.criterion_solver, 2 * e);
+  }
+}
+
 /// Throws for lambda = 0 with a numerically singular H^T H (a zero of the PSF spectrum).
 void check_singular(const detail::Problem& p, double max_h, double min_h, const char* who) {
   // The cropped (zero-boundary) operator has H^T H singular whatever the spectrum on its padded
@@ -182,8 +218,8 @@ void warn_condition(DeconvResult& result, const DeconvOptions& o, double max_h, 
 }  // namespace
 
 DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOptions& options) {
-  const detail::Problem p =
-      make_problem(dirty, psf, options.lambda, options.boundary, "deconvolve");
+  detail::Problem p = make_problem(dirty, psf, options.lambda, options.boundary, "deconvolve");
+  const int dirty_exponent = normalize_dirty(p);
   // Half runs on power-of-two grids, whose spectrum samples differ from FFTW's grid's: L (and
   // so the step bound) comes from the grid the operator really uses.
   const bool pow2 = options.precision == Precision::Half || options.solver == Solver::HalfThenFloat;
@@ -231,6 +267,7 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
                               std::numeric_limits<double>::quiet_NaN(), result.exact_ms,
                               e.distance});
     }
+    restore_units(result, dirty_exponent);
     return result;
   }
 
@@ -244,6 +281,7 @@ DeconvResult deconvolve(const Array& dirty, const Array& psf, const DeconvOption
   result.iterations = out.iterations;
   result.solver_ms = tracer.elapsed_ms();
   warn_condition(result, options, max_h, min_h, p.lambda);
+  restore_units(result, dirty_exponent);
   return result;
 }
 

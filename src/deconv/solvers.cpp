@@ -44,13 +44,14 @@ std::string fmt(double v) {
 }
 
 // A scalar of the iteration that is NaN or infinite: the operator or a reduction overflowed the
-// backend's arithmetic (a dirty image of 1e30 in single), which no step length can recover from,
+// backend's arithmetic (a PSF of 1e20 in single: deconvolve scales the dirty image itself, not
+// the PSF), which no step length can recover from,
 // so the run ends with an error rather than as a "stall" with a blank image.
 [[noreturn]] void overflowed(const Backend& b, const std::string& what, std::int64_t iteration) {
   throw NumericalError(what + " is not finite at iteration " + std::to_string(iteration) +
                        ": the " + std::string(precision_name(b.precision())) +
-                       " arithmetic overflowed (scale the dirty image down, or use a wider "
-                       "precision)");
+                       " arithmetic overflowed (normalize the PSF to peak 1, scaling lambda by the "
+                       "same factor squared, or use a wider precision)");
 }
 
 /// One phase on one backend: f (the iterate, already set) and b = H^T g.
@@ -250,8 +251,9 @@ Ending cg(Phase& p) {
       if (rn > 4 * best_rr) {
         b.copy(best, p.f);
         return {StopReason::Stalled,
-                "cg: the true residual grew from " + fmt(std::sqrt(best_rr)) + " to " +
-                    fmt(std::sqrt(rn)) + " by iteration " + std::to_string(p.it) +
+                "cg: the true residual grew from " + fmt(std::sqrt(best_rr) / norm_b) + " to " +
+                    fmt(std::sqrt(rn) / norm_b) + " of ||H^T g|| by iteration " +
+                    std::to_string(p.it) +
                     " (the precision is exhausted); the image is the iterate of iteration " +
                     std::to_string(best_it)};
       }

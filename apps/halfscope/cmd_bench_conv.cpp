@@ -82,6 +82,12 @@ void run_bench_conv(const ConvBenchArgs& a, const Globals& g) {
   bench::ConvBenchOptions o;
   if (!a.sizes.empty()) o.sizes = a.sizes;
   if (!a.widths.empty()) o.widths = a.widths;
+  const std::int64_t smallest = *std::min_element(o.sizes.begin(), o.sizes.end());
+  const std::int64_t widest = *std::max_element(o.widths.begin(), o.widths.end());
+  if (widest > smallest)
+    throw InvalidInput(
+        "bench conv: --widths: expected kernel widths up to the smallest image size " +
+        std::to_string(smallest) + ", found " + std::to_string(widest));
   for (const auto& m : a.methods) o.cases.push_back(parse_case(m));
   o.repeats = a.repeats;
   o.calls_per_sample = a.calls_per_sample;
@@ -112,10 +118,14 @@ void register_bench_conv(CLI::App& bench, Globals& g) {
   auto* cmd = bench.add_subcommand(
       "conv", "study 000: convolution time and error against kernel width (GPU)");
   cmd->add_option("-o,--json", a->json, "write the results to this JSON file");
+  // Each value is range-checked before any GPU work (a 0 or a negative size would otherwise
+  // reach the image simulation, a width beyond the image a meaningless case).
   cmd->add_option("--sizes", a->sizes, "square image sizes (default 512 4096 8192)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
   cmd->add_option("--widths", a->widths, "kernel widths (default 3..115, 16 values)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 12));
   cmd->add_option("--methods", a->methods, "METHOD:PRECISION pairs (default: every GPU pair)")
       ->delimiter(',');
   cmd->add_option("--repeats", a->repeats, "timed samples per case")

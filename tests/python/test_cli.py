@@ -214,6 +214,13 @@ def test_integer_options_are_decimal_and_in_range(tmp_path):
     r = run("bench", "conv", "--repeats", "-1", "-o", tmp_path / "b.json")
     assert r.returncode == 2 and "--repeats" in r.stderr, r.stderr
     assert not (tmp_path / "b.json").exists()
+    # Sizes and widths too: each value range-checked, no width beyond the smallest image; all
+    # refused before any GPU work, so a GPU machine runs no benchmark here either.
+    for args, words in ((["--sizes", "512,0"], ["--sizes"]), (["--widths", "3,-5"], ["--widths"]),
+                        (["--sizes", "64", "--widths", "3,65"], ["--widths", "64", "65"])):
+        r = run("bench", "conv", *args, "-o", tmp_path / "b.json")
+        assert_bad_input(r, *words)
+        assert not (tmp_path / "b.json").exists()
 
 
 def test_options_that_cannot_apply_are_refused(tmp_path):

@@ -104,14 +104,14 @@ int normalize_dirty(detail::Problem& p) {
   return e;
 }
 
-/// Brings a result of the normalized problem back to the caller's units.
+/// Brings a result of the normalized problem back to the caller's units, in place: the image is
+/// the solver's own (or the exact solution's, read by nothing after this).
 void restore_units(DeconvResult& r, int e) {
   if (e == 0) return;
   if (!r.image.empty()) {
-    Array image = r.image.contiguous().clone();
-    double* f = image.data_as<double>();
-    for (std::int64_t i = 0; i < image.size(); ++i) f[i] = std::ldexp(f[i], e);
-    r.image = std::move(image);
+    r.image = r.image.contiguous();
+    double* f = r.image.data_as<double>();
+    for (std::int64_t i = 0; i < r.image.size(); ++i) f[i] = std::ldexp(f[i], e);
   }
   for (TraceRow& row : r.trace) {
     row.criterion = std::ldexp(row.criterion, 2 * e);

@@ -45,8 +45,8 @@ std::string fmt(double v) {
 
 // A scalar of the iteration that is NaN or infinite: the operator or a reduction overflowed the
 // backend's arithmetic (a PSF of 1e20 in single: deconvolve scales the dirty image itself, not
-// the PSF), which no step length can recover from,
-// so the run ends with an error rather than as a "stall" with a blank image.
+// the PSF), which no step length can recover from, so the run ends with an error rather than as
+// a "stall" with a blank image.
 [[noreturn]] void overflowed(const Backend& b, const std::string& what, std::int64_t iteration) {
   throw NumericalError(what + " is not finite at iteration " + std::to_string(iteration) +
                        ": the " + std::string(precision_name(b.precision())) +

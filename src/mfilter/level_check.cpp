@@ -35,7 +35,7 @@ std::optional<double> confirmed(const float* y, std::int64_t s, std::int64_t K, 
     caller += (v + offset) * (v + offset);
   }
   const double demeaned = s2 - s1 * s1 / static_cast<double>(K);
-  if (s2 == 0 || demeaned <= kFlatRelative * caller) return std::nullopt;  // flat: CC 0
+  if (demeaned <= kFlatRelative * caller) return std::nullopt;  // flat: CC 0
   if (u * u * raw <= kLevelErrorBound * kLevelErrorBound * demeaned) return std::nullopt;
   return std::sqrt(raw / demeaned);
 }
@@ -95,10 +95,14 @@ double level_rounding_unit(Precision precision) {
   }
 }
 
+bool level_check_applies(const Prepared& p) {
+  return p.dims.normalize == MfNormalize::Full && level_rounding_unit(p.precision) > 0;
+}
+
 void check_level_rounding(const Prepared& p, const Array& data, std::int64_t first_sample) {
+  if (!level_check_applies(p)) return;
   const Dims& d = p.dims;
   const double u = level_rounding_unit(p.precision);
-  if (d.normalize != MfNormalize::Full || u == 0) return;
   const std::int64_t C = d.channels, K = d.length;
   if (data.on_device() || data.dtype() != DType::f32 || data.ndim() != 2 || data.shape()[0] != C ||
       !data.is_c_contiguous())

@@ -21,6 +21,9 @@ inline constexpr double kLevelErrorBound = 0.1;
 /// precisions, whose operands keep 22 bits or more.
 double level_rounding_unit(Precision precision);
 
+/// Whether check_level_rounding checks p: full normalization and level_rounding_unit > 0.
+bool level_check_applies(const Prepared& p);
+
 /// Restart span of the check's running window sums: a window's sums carry FP64 drift of at most
 /// ~2 kLevelCheckSpan u_64 times the largest energy of its span, far below the demeaned energies
 /// that matter (u^2 / kLevelErrorBound^2 ~ 2.4e-5 times the raw energy in FP16); every window the
@@ -29,7 +32,7 @@ inline constexpr std::int64_t kLevelCheckSpan = 1024;
 
 /// Checks every window of `data` (host float32 (C, n), the prepared operands: each channel minus
 /// its mean, as p.data holds them; sample j is sample first_sample + j of the caller's channel)
-/// when p's normalization is full and level_rounding_unit(p.precision) > 0. Windows that are flat
+/// when level_check_applies(p). Windows that are flat
 /// by the backends' rule (their CC is 0) and, for a network stack, channels whose weight is 0 for
 /// every template are skipped. Throws NumericalError naming the lowest such channel, its first
 /// window over kLevelErrorBound, the bound and what to do instead.

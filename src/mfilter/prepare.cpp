@@ -442,7 +442,7 @@ Prepared prepare(const Array& templates, const Array& data, const MfOptions& o,
     p.data = prepare_device_data(data, d, want, factors);
     p.channel_offsets = offsets_of(factors);
     // The level check reads a host copy: only in full normalization at 16-bit precisions.
-    if (p.dims.normalize == MfNormalize::Full && level_rounding_unit(p.precision) > 0)
+    if (level_check_applies(p))
       check_level_rounding(p, p.data.on_device() ? p.data.to(Memory::host) : p.data);
     if (!p.data.on_device()) p.data = p.data.to(Memory::device);  // host fallback's result
     return p;

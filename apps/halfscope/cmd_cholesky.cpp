@@ -49,7 +49,7 @@ namespace {
 struct CholeskyCliOptions {
   std::string input, output, policy = "uniform:SP", device, report, grid, device_memory;
   std::int64_t tile = 0;
-  bool recover = false, check = false;
+  bool recover = false, check = false, no_scale = false;
   std::vector<int> devices;
   bool device_memory_given = false;  // set from the option's count: "" is a bad size, not none
 };
@@ -68,6 +68,7 @@ void write_report(const std::filesystem::path& path, const CholeskyCliOptions& c
   j["devices"] = o.devices;
   j["device_memory"] = o.device_memory;
   j["recover"] = c.recover;
+  j["scale"] = o.scale;
   nlohmann::json tiles = nlohmann::json::object();
   for (const linalg::GemmVariant v : linalg::all_gemm_variants())
     tiles[std::string(linalg::gemm_variant_name(v))] = r.count(v);
@@ -192,6 +193,9 @@ void finish(const Globals& g, const CholeskyCliOptions& c, const linalg::TileLay
     if (r.count(v) > 0) std::cout << " " << linalg::gemm_variant_name(v) << " " << r.count(v);
   std::cout << "\nattempts " << r.attempts << ", recoveries " << r.recoveries.size() << "\n";
   for (const std::string& line : r.recoveries) std::cout << "  " << line << "\n";
+  if (r.scaling_exponent != 0)
+    std::cout << "factored 2^" << -2 * r.scaling_exponent << " A (FP16 range), L scaled back by 2^"
+              << r.scaling_exponent << "\n";
   if (!o.devices.empty())
     std::cout << "devices " << device_list_text(o.devices) << ": "
               << (r.out_of_core_slabs > 0
@@ -228,6 +232,7 @@ void run_over_ranks(const Globals& g, const CholeskyCliOptions& c) {
   mpi::agree(world, [&] {
     options.policy = check_arguments(c);
     options.recover = c.recover;
+    options.scale = !c.no_scale;
     (void)check_gpu_options(c, g.ranks);  // --devices, --device-memory: one process only
     const auto [p, q] = cholesky_grid(c.grid, g.ranks);
     grid = mpi::ProcessGrid{p, q};
@@ -361,6 +366,7 @@ void run_cholesky(const Globals& g, const CholeskyCliOptions& c) {
   linalg::CholeskyOptions options;
   options.policy = check_arguments(c);
   options.recover = c.recover;
+  options.scale = !c.no_scale;
   options.device_memory = check_gpu_options(c, 1);
   (void)cholesky_grid(c.grid, 1);  // one process: only 1x1
   const std::string device_text = c.device.empty() ? g.device : c.device;
@@ -419,6 +425,9 @@ void register_cholesky(CLI::App& app, Globals& g) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_flag("--recover", c->recover,
                 "on a failure refactor with the failing region promoted one precision up");
+  cmd->add_flag("--no-scale", c->no_scale,
+                "run FP16 variants on A as given (as study 002), without the power-of-4 scaling "
+                "that moves a matrix whose largest diagonal entry is outside [2^-6, 2^12] near 1");
   cmd->add_flag("--check", c->check, "print ||L L^T - A||_F / ||A||_F computed in FP64");
   cmd->add_option("--devices", c->devices,
                   "CUDA devices to factor on, comma-separated (e.g. 0,1): tile columns dealt "

@@ -99,7 +99,7 @@ def _policy_args(policy, matrix, tile):
 
 
 def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, devices=None,
-             device_memory=0, full_output=False):
+             device_memory=0, scale=True, full_output=False):
     """Lower Cholesky factor L (A = L L^T) of a symmetric positive definite matrix by the tile
     Cholesky: POTRF, TRSM, SYRK in FP32, each off-diagonal GEMM in the variant the policy picks.
 
@@ -117,13 +117,17 @@ def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, de
     device_memory : bytes each listed device may use (0: what it has free, less 5 %). On one
         device a host matrix that does not fit is factored out of core (docs/cholesky.md);
         needs ``devices``.
+    scale : with FP16 variants (HP1, HP2, HP3) and the largest diagonal entry d of A outside
+        [2^-6, 2^12], factor 4^-k A with d moved into [1, 4) and return 2^k times its factor
+        (both exact), so that small or large units do not underflow or overflow FP16
+        (report["scaling_exponent"] = k). False: the variants run on A as given, as study 002.
 
     Returns
     -------
     L, float32 with a zero upper triangle, the kind of array ``a`` is; with full_output,
     (L, report) where report has policy, tiles (per variant), attempts, recoveries,
     workspace_bytes, out_of_core_slabs (0: in core), host_to_device_bytes,
-    device_to_host_bytes and device_to_device_bytes. Raises halfscope.NotPositiveDefinite
+    device_to_host_bytes, device_to_device_bytes and scaling_exponent. Raises halfscope.NotPositiveDefinite
     naming the tile and the policy, InvalidInput for bad devices / device_memory, Unsupported
     for devices without a usable CUDA device.
     """
@@ -134,7 +138,7 @@ def cholesky(a, *, policy="uniform:SP", tile=256, recover=False, device=None, de
     budget = _device_memory(device_memory, listed)
     name, table = _policy_args(policy, m, tile)
     r = _core.cholesky(m, name, table, tile, bool(recover), where, listed, budget,
-                       _arrays.stream_handle(None, m), _arrays.framework_of(m))
+                       _arrays.stream_handle(None, m), _arrays.framework_of(m), bool(scale))
     out = _arrays.like(r["L"], m)
     return (out, r["report"]) if full_output else out
 

@@ -50,11 +50,13 @@ Memory memory_for(const std::string& device) {
 nb::dict cholesky(const AnyArray& a, const std::string& policy,
                   const std::optional<AnyArray>& table, std::int64_t tile, bool recover,
                   const std::string& device, const std::vector<int>& devices,
-                  std::int64_t device_memory, std::uintptr_t stream, const std::string& framework) {
+                  std::int64_t device_memory, std::uintptr_t stream, const std::string& framework,
+                  bool scale) {
   const Array dense = view_of(a, "a");
   linalg::CholeskyOptions o;
   o.policy = policy_of(policy, table);
   o.recover = recover;
+  o.scale = scale;
   o.devices = devices;
   o.device_memory = device_memory;
   // With a device list a host matrix stays on the host: the library copies it to the devices
@@ -149,6 +151,7 @@ void bind_linalg(nb::module_& m) {
   m.def("cholesky", &cholesky, nb::arg("a"), nb::arg("policy"), nb::arg("table").none(),
         nb::arg("tile"), nb::arg("recover"), nb::arg("device"), nb::arg("devices"),
         nb::arg("device_memory"), nb::arg("stream"), nb::arg("framework") = "numpy",
+        nb::arg("scale") = true,
         "Tile Cholesky of an SPD matrix under a precision policy; L dense, float32, on the host "
         "(or on the device, as `framework`'s array, for a device matrix factored there).");
   m.def("spd_solve", &solve, nb::arg("a"), nb::arg("b"), nb::arg("policy"), nb::arg("table").none(),

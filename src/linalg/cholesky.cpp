@@ -13,6 +13,7 @@
 #include "halfscope/config.hpp"
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cpu.hpp"
+#include "linalg/scaling.hpp"
 #include "linalg/tile_norms.hpp"
 
 #if HALFSCOPE_WITH_CUDA
@@ -209,71 +210,106 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
     checks_beside = ooc_budget > 0;
   }
 #endif
-  if (!checks_beside) {
-    const std::vector<double> norms = detail::tile_norms(a);
+  // FP16 variants on a matrix far from 1: factor 4^-k A (exact) and scale L back (scaling.hpp).
+  // k_fp16 is the k should the variants round to FP16; the largest entry bounds the scaled matrix
+  // from above: from the tile norms, or one host pass (scaling up out of core only).
+  // (A policy that ignores the norms tells its variants at once: SP alone reads no diagonal.)
+  const bool may_scale =
+      options.scale &&
+      (options.policy.reads_norms() ||
+       detail::rounds_to_fp16(detail::choose_variants(
+           a.layout, std::vector<double>(static_cast<std::size_t>(nt * nt), 0.0), options.policy)));
+  const double d = may_scale ? detail::max_diagonal(a) : 0.0;
+  int k_fp16 = 0;
+  if (checks_beside) {
+    const bool up = d > 0.0 && d < std::ldexp(1.0, detail::kUnscaledLow);
+    k_fp16 = detail::fp16_scaling_exponent(d, up ? detail::max_abs_lower(a) : 0.0);
+  } else {
+    std::vector<double> norms = detail::tile_norms(a);
     detail::require_finite(a, norms, "cholesky_tiles: the matrix");
+    k_fp16 = detail::fp16_scaling_exponent(d, *std::max_element(norms.begin(), norms.end()));
+    // The policy sees the norms of the matrix as its FP16 variants would factor it (adaptive's
+    // FP16 overflow guard then judges the scaled tiles); exact, powers of two.
+    for (double& x : norms) x = std::ldexp(x, -2 * k_fp16);
     variants = detail::choose_variants(a, norms, options.policy);
 #if HALFSCOPE_WITH_CUDA
     if (!options.devices.empty()) ooc_budget = out_of_core_budget(a, variants, options);
 #endif
   }
+  const int k = detail::rounds_to_fp16(variants) ? k_fp16 : 0;
+  // A rejected input is left as it came: checked before it is scaled.
+  if (k != 0 && checks_beside) {
+    check_input(0);
+    checks_beside = false;
+  }
+  detail::scale_lower(a, -2 * k);
+  report.scaling_exponent = k;
   // The input, kept (in the matrix's own memory) only when a retry may need it.
   const Array original = options.recover ? a.storage.clone() : Array{};
   const std::int64_t bytes = a.layout.element_count() * static_cast<std::int64_t>(sizeof(float));
   if (options.recover) report.workspace_bytes = bytes;
   [[maybe_unused]] const std::int64_t kept = report.workspace_bytes;  // used by the GPU path
   detail::FailedTile failed;
-  for (;;) {
-    try {
-      if (!options.devices.empty()) {
+  // Every failure's message names the policy, and with it the scaling.
+  const std::string policy_text = detail::scaled_policy_text(report.policy, k);
+  try {
+    for (;;) {
+      try {
+        if (!options.devices.empty()) {
 #if HALFSCOPE_WITH_CUDA
-        if (ooc_budget > 0) {
-          // The checks run once: a retry starts from the checked input.
-          const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
-              a, variants, report.policy, &failed, options.devices.front(), ooc_budget,
-              checks_beside && report.attempts == 1 ? std::function<void(std::int64_t)>(check_input)
-                                                    : std::function<void(std::int64_t)>());
-          report.workspace_bytes = kept + o.workspace;
-          report.out_of_core_slabs = o.slabs;
-          report.host_to_device_bytes = o.host_to_device;
-          report.device_to_host_bytes = o.device_to_host;
+          if (ooc_budget > 0) {
+            // The checks run once: a retry starts from the checked input.
+            const detail::OutOfCore o = detail::cholesky_cuda_out_of_core(
+                a, variants, policy_text, &failed, options.devices.front(), ooc_budget,
+                checks_beside && report.attempts == 1
+                    ? std::function<void(std::int64_t)>(check_input)
+                    : std::function<void(std::int64_t)>());
+            report.workspace_bytes = kept + o.workspace;
+            report.out_of_core_slabs = o.slabs;
+            report.host_to_device_bytes = o.host_to_device;
+            report.device_to_host_bytes = o.device_to_host;
+          } else {
+            report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, policy_text,
+                                                                          &failed, options.devices);
+            report.host_to_device_bytes = report.device_to_host_bytes = 0;  // this attempt's
+            report.device_to_device_bytes = 0;
+            add_device_traffic(a, options.devices, report);
+          }
+#endif
+        } else if (a.storage.on_device()) {
+#if HALFSCOPE_WITH_CUDA
+          report.workspace_bytes = kept + detail::cholesky_cuda(a, variants, policy_text, &failed);
+#endif
         } else {
-          report.workspace_bytes = kept + detail::cholesky_cuda_devices(a, variants, report.policy,
-                                                                        &failed, options.devices);
-          report.host_to_device_bytes = report.device_to_host_bytes = 0;  // this attempt's
-          report.device_to_device_bytes = 0;
-          add_device_traffic(a, options.devices, report);
+          detail::cholesky_cpu(a, variants, policy_text, &failed);
         }
-#endif
-      } else if (a.storage.on_device()) {
-#if HALFSCOPE_WITH_CUDA
-        report.workspace_bytes = kept + detail::cholesky_cuda(a, variants, report.policy, &failed);
-#endif
-      } else {
-        detail::cholesky_cpu(a, variants, report.policy, &failed);
+        // A finite A can still give a non-finite L (an FP32 overflow in SP / SYRK, a NaN pivot the
+        // solver does not report); any such entry reaches a diagonal tile through its SYRK.
+        const std::int64_t bad = detail::first_non_finite_diagonal(a);
+        if (bad >= 0) {
+          failed = detail::FailedTile{bad, bad};
+          throw NumericalError("Cholesky with policy " + policy_text + ": diagonal tile (" +
+                               std::to_string(bad) + ", " + std::to_string(bad) +
+                               ") of the factor holds a non-finite entry (an FP32 overflow)");
+        }
+        break;
+      } catch (const NumericalError& e) {
+        if (!options.recover) throw;
+        // POTRF failures come from (k, k), GEMM overflows from the updated tile (i > j); when the
+        // region has nothing left to promote the failure is the matrix's, not the precision's.
+        std::string change;
+        if (failed.i < failed.j || !detail::promote_failure(variants, nt, failed, change)) throw;
+        report.recoveries.push_back("attempt " + std::to_string(report.attempts) + " failed (" +
+                                    e.what() + "); " + change);
+        ++report.attempts;
+        copy_bytes(a.storage.data(), a.storage.memory(), original.data(), original.memory(), bytes);
       }
-      // A finite A can still give a non-finite L (an FP32 overflow in SP / SYRK, a NaN pivot the
-      // solver does not report); any such entry reaches a diagonal tile through its SYRK.
-      const std::int64_t bad = detail::first_non_finite_diagonal(a);
-      if (bad >= 0) {
-        failed = detail::FailedTile{bad, bad};
-        throw NumericalError("Cholesky with policy " + report.policy + ": diagonal tile (" +
-                             std::to_string(bad) + ", " + std::to_string(bad) +
-                             ") of the factor holds a non-finite entry (an FP32 overflow)");
-      }
-      break;
-    } catch (const NumericalError& e) {
-      if (!options.recover) throw;
-      // POTRF failures come from (k, k), GEMM overflows from the updated tile (i > j); when the
-      // region has nothing left to promote the failure is the matrix's, not the precision's.
-      std::string change;
-      if (failed.i < failed.j || !detail::promote_failure(variants, nt, failed, change)) throw;
-      report.recoveries.push_back("attempt " + std::to_string(report.attempts) + " failed (" +
-                                  e.what() + "); " + change);
-      ++report.attempts;
-      copy_bytes(a.storage.data(), a.storage.memory(), original.data(), original.memory(), bytes);
     }
+  } catch (const InvalidInput&) {
+    detail::scale_lower(a, 2 * k);  // raised before any work (the out-of-core budget): restored
+    throw;
   }
+  detail::scale_lower(a, k);
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i)
       ++report.tiles[static_cast<std::size_t>(variants[static_cast<std::size_t>(i * nt + j)])];

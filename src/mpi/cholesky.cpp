@@ -11,12 +11,14 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "halfscope/core/error.hpp"
 #include "linalg/cholesky_cpu.hpp"
+#include "linalg/scaling.hpp"
 #include "linalg/tile_norms.hpp"
 #include "mpi/cholesky_steps.hpp"
 
@@ -128,6 +130,39 @@ void attempt(DistTileMatrix& a, const detail::GridComms& comms,
   }
 }
 
+// The largest diagonal entry, on every rank: each diagonal tile's owner gives its maximum, the
+// others zeros, and the sum over ranks is exact (as global_norms).
+double global_max_diagonal(const DistTileMatrix& a) {
+  const linalg::TileLayout& layout = a.layout();
+  const std::int64_t nt = layout.tile_rows();
+  std::vector<double> maxima(static_cast<std::size_t>(nt), 0.0);
+  for (std::int64_t k = 0; k < nt; ++k) {
+    if (!a.owns(k, k)) continue;
+    const float* t = a.tile(k, k);
+    const std::int64_t h = layout.tile_height(k);
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::int64_t i = 0; i < h; ++i)
+      if (t[i * (h + 1)] > m) m = t[i * (h + 1)];  // false for NaN
+    maxima[static_cast<std::size_t>(k)] = m;
+  }
+  a.comm().sum(std::span<double>(maxima));
+  return maxima.empty() ? 0.0 : *std::max_element(maxima.begin(), maxima.end());
+}
+
+// Multiplies this rank's tiles' lower triangles by 2^e (cholesky_tiles' scaling, tile by tile).
+void scale_local(DistTileMatrix& a, int e, int threads) {
+  if (e == 0) return;
+  const linalg::TileLayout& layout = a.layout();
+  const std::int64_t nt = layout.tile_rows();
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (std::int64_t x = 0; x < nt * nt; ++x) {
+    const std::int64_t i = x / nt, j = x % nt;
+    if (i >= j && a.owns(i, j))
+      linalg::detail::scale_lower_tile(a.tile(i, j), layout.tile_height(i), layout.tile_width(j),
+                                       i == j, e);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -181,11 +216,22 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
   report.policy = options.policy.name();
   const std::int64_t nt = layout.tile_rows();
   const detail::GridComms comms(a.comm(), a.grid());
-  const std::vector<double> norms = global_norms(a, comms.threads);
+  std::vector<double> norms = global_norms(a, comms.threads);
   require_finite(a, norms);
+  // cholesky_tiles' scaling for FP16 variants (linalg/scaling.hpp): the same k and the same
+  // scaled norms for the policy on every rank.
+  const int k_fp16 =
+      options.scale ? linalg::detail::fp16_scaling_exponent(
+                          global_max_diagonal(a), *std::max_element(norms.begin(), norms.end()))
+                    : 0;
+  for (double& x : norms) x = std::ldexp(x, -2 * k_fp16);
   std::vector<GemmVariant> variants;
   agree(a.comm(),
         [&] { variants = linalg::detail::choose_variants(layout, norms, options.policy); });
+  const int k = linalg::detail::rounds_to_fp16(variants) ? k_fp16 : 0;
+  scale_local(a, -2 * k, comms.threads);
+  report.scaling_exponent = k;
+  const std::string policy_text = linalg::detail::scaled_policy_text(report.policy, k);
   // This rank's tiles as they came in, kept only when a retry may need them.
   std::vector<float> original;
   agree(a.comm(), [&] {
@@ -197,7 +243,7 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
   FailedTile failed;
   for (;;) {
     try {
-      attempt(a, comms, variants, report.policy, device, moved, &scratch, &failed);
+      attempt(a, comms, variants, policy_text, device, moved, &scratch, &failed);
       break;
     } catch (const NumericalError& e) {
       if (!options.recover) throw;
@@ -211,6 +257,7 @@ linalg::CholeskyReport cholesky(DistTileMatrix& a, const linalg::CholeskyOptions
       std::copy(original.begin(), original.end(), a.local_data());
     }
   }
+  scale_local(a, k, comms.threads);
   report.workspace_bytes = scratch + static_cast<std::int64_t>(original.size() * sizeof(float));
   for (std::int64_t j = 0; j < nt; ++j)
     for (std::int64_t i = j + 1; i < nt; ++i)

@@ -61,6 +61,41 @@ inline std::pair<double, double> backward(const Factored& f, const std::vector<d
           (test::gamma(n + 1, std::ldexp(1.0, -24)) + used) * trace / std::sqrt(den)};
 }
 
+// A factorization's input (as stored before) and result, for comparisons entry by entry.
+struct Factoring {
+  Array before, after;  // host copies of the storage
+  CholeskyReport report;
+};
+
+inline Factoring factoring(const std::vector<double>& a, std::int64_t n, std::int64_t nb,
+                           const CholeskyOptions& opts, Memory memory = Memory::host) {
+  TileMatrix t = test::tiled(a, n, nb, memory);
+  Factoring f{t.storage.to(Memory::host), {}, {}};
+  f.report = cholesky_tiles(t, opts);
+  f.after = t.storage.to(Memory::host);
+  return f;
+}
+
+// Stored entries of `got` that differ from 2^e times `want`'s factor on and below the diagonal,
+// or from got's own input in the strict upper halves of the diagonal tiles (left as they were):
+// the factor of 4^e A0 against that of A0 when the scaling is exact.
+inline std::int64_t scaled_copy_mismatches(const TileLayout& l, const Factoring& got,
+                                           const Factoring& want, int e) {
+  std::int64_t bad = 0;
+  for (std::int64_t j = 0; j < l.tile_cols(); ++j)
+    for (std::int64_t i = j; i < l.tile_rows(); ++i) {
+      const std::int64_t off = l.tile_offset(i, j), h = l.tile_height(i);
+      for (std::int64_t c = 0; c < l.tile_width(j); ++c)
+        for (std::int64_t r = 0; r < h; ++r) {
+          const std::int64_t x = off + r + c * h;
+          const float w = i == j && r < c ? got.before.data_as<float>()[x]
+                                          : std::ldexp(want.after.data_as<float>()[x], e);
+          bad += got.after.data_as<float>()[x] != w;
+        }
+    }
+  return bad;
+}
+
 inline double rel_diff(const std::vector<double>& x, const std::vector<double>& ref) {
   double num = 0, den = 0;
   for (std::size_t k = 0; k < x.size(); ++k) {

@@ -144,6 +144,7 @@ TEST(GpuCholeskyOutOfCore, Hp3OverflowIsReportedFromTheSlabFlags) {
   const std::vector<double> a = test::kms(600, std::exp(-1.0 / 32.0), 1e5);
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP3");
+  opts.scale = false;  // scaled, nothing would overflow
   opts.devices = {0};
   opts.device_memory = slab_budget(a, 600, 16, opts.policy);
   TileMatrix t = test::tiled(a, 600, 16);
@@ -167,6 +168,7 @@ TEST(GpuCholeskyOutOfCore, RecoverFinishesFailingHp3Run) {
   CholeskyOptions opts;
   opts.policy = parse_policy("uniform:HP3");
   opts.recover = true;
+  opts.scale = false;
   opts.devices = {0};
   opts.device_memory = slab_budget(a, n, nb, opts.policy);
   const Factored ooc = factor(a, n, nb, opts, Memory::host);

@@ -158,6 +158,52 @@ TEST(MpiCholesky, EqualsTheOneProcessFactorBitForBit) {
   EXPECT_GE(std::count_if(mixed.tiles.begin(), mixed.tiles.end(), [](auto c) { return c > 0; }), 2);
 }
 
+std::vector<double> times(std::vector<double> a, double s) {
+  for (double& x : a) x *= s;
+  return a;
+}
+
+TEST(MpiCholesky, ScaledForFp16LikeOneProcess) {
+  // Diagonal about 4/3: at 2^-80 and 2^40 the FP16 variants factor 4^-k A with k = -40 and 20 on
+  // every rank (the largest diagonal entry agreed on), and the factor scaled back equals the
+  // one-process one bit for bit; a failure names the scaled policy as one process does.
+  const Comm world = Comm::world();
+  for (const int e : {-40, 20}) {
+    const std::vector<double> a = times(random_spd(kN, 5), std::ldexp(1.0, 2 * e));
+    std::vector<double> bad = a;
+    bad[static_cast<std::size_t>(150 * kN + 150)] = -std::ldexp(1.0, 2 * e);
+    for (const char* policy : {"uniform:HP1", "uniform:HP3", "adaptive:tol=1e-4"}) {
+      CholeskyOptions options;
+      options.policy = linalg::parse_policy(policy);
+      const TileMatrix input = tiled(a, kN), failing = tiled(bad, kN);
+      const OneProcess want = one_process(world, input, options);
+      const OneProcess fails = one_process(world, failing, options);
+      ASSERT_EQ(want.attempts, 1) << want.error;
+      ASSERT_NE(fails.error.find(" on A scaled by 2^" + std::to_string(-2 * e)), std::string::npos)
+          << fails.error;
+      for (const ProcessGrid grid : grids(world.size())) {
+        SCOPED_TRACE(std::string(policy) + " at 4^" + std::to_string(e) + " on a " +
+                     std::to_string(grid.rows) + " x " + std::to_string(grid.cols) + " grid");
+        DistTileMatrix d = DistTileMatrix::scatter(world, input, grid);
+        const CholeskyReport got = cholesky(d, options);
+        EXPECT_EQ(got.scaling_exponent, e);
+        EXPECT_EQ(got.tiles, want.tiles);
+        const TileMatrix l = d.gather(0);
+        if (world.rank() == 0) {
+          EXPECT_TRUE(same_bits(l, want.l));
+        }
+        DistTileMatrix f = DistTileMatrix::scatter(world, failing, grid);
+        try {
+          (void)cholesky(f, options);
+          ADD_FAILURE() << "no error on rank " << world.rank();
+        } catch (const NotPositiveDefinite& x) {
+          EXPECT_EQ(without_rank(x), fails.error);
+        }
+      }
+    }
+  }
+}
+
 TEST(MpiCholesky, MatricesOfFewerTilesThanRanksFactorToo) {
   // One tile (only the diagonal broadcast), and two tile rows on grids where some ranks own no
   // tile at all: they still take part in every broadcast of their row and column.
@@ -220,6 +266,7 @@ TEST(MpiCholesky, Fp16OverflowFailsOnEveryRankAndRecoversLikeOneProcess) {
   const TileMatrix input = overflowing_input();
   CholeskyOptions options;
   options.policy = linalg::parse_policy("uniform:HP3");
+  options.scale = false;  // scaled by 4^-9, nothing would overflow
   const OneProcess want = one_process(world, input, options);
   ASSERT_FALSE(want.not_positive_definite);
   ASSERT_NE(want.error.find("GEMM HP3 updating tile (5, 1)"), std::string::npos) << want.error;

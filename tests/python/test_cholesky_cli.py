@@ -121,12 +121,12 @@ def test_not_positive_definite_names_tile_and_policy(tmp_path):
 
 
 def test_recover_finishes_a_failing_hp3_run(tmp_path):
-    a = kms(300, scale=1e5)  # entries above 65504: HP3's FP16 C overflows
-    res, out, _ = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP3")
+    a = kms(300, scale=1e5)  # entries above 65504: HP3's FP16 C overflows (unscaled)
+    res, out, _ = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP3", "--no-scale")
     assert res.returncode == 1 and "HP3" in res.stderr, res.stderr
     assert not out.exists()
     res, out, report = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP3", "--recover",
-                              "--check")
+                              "--check", "--no-scale")
     assert res.returncode == 0, res.stderr
     r = json.loads(report.read_text())
     assert r["attempts"] > 1 and len(r["recoveries"]) == r["attempts"] - 1
@@ -135,6 +135,35 @@ def test_recover_finishes_a_failing_hp3_run(tmp_path):
     a32 = a.astype(np.float32).astype(np.float64)
     bound = (gamma(301, U32) + variant_term("HP3", 300)) * np.trace(a32) / np.linalg.norm(a32)
     assert np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32) <= bound
+
+
+@pytest.mark.parametrize("scale,k", [(1e5, 8), (1e-20, -34)])
+def test_matrices_far_from_one_are_scaled_for_fp16(tmp_path, scale, k):
+    # 1e5: HP3's FP16 C would overflow; 1e-20: HP1's FP16 operands (L ~ 1e-10) would flush to
+    # zero. Factored as 4^-k A (max diagonal in [1, 4)), both finish in one attempt within the
+    # bound of the variant, the factor in the input's units.
+    a = kms(300, scale=scale)
+    for policy in ("uniform:HP3", "uniform:HP1"):
+        res, out, report = factor(tmp_path, a, "--tile", 64, "--policy", policy, "--check")
+        assert res.returncode == 0, res.stderr
+        r = json.loads(report.read_text())
+        assert r["scale"] is True and r["scaling_exponent"] == k and r["attempts"] == 1, r
+        assert "factored 2^%d A" % (-2 * k) in res.stdout, res.stdout
+        L = np.load(out).astype(np.float64)
+        a32 = a.astype(np.float32).astype(np.float64)
+        bound = (gamma(301, U32) + variant_term(policy[-3:], 300)) * np.trace(a32) / np.linalg.norm(a32)
+        assert np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32) <= bound
+    # Unscaled, HP1 at 1e-20 loses the factor to FP16 underflow (a pivot fails or the error
+    # is far beyond the bound): the test above can fail.
+    if scale < 1:
+        res, out, report = factor(tmp_path, a, "--tile", 64, "--policy", "uniform:HP1", "--no-scale")
+        if res.returncode == 0:
+            L = np.load(out).astype(np.float64)
+            a32 = a.astype(np.float32).astype(np.float64)
+            assert np.linalg.norm(L @ L.T - a32) / np.linalg.norm(a32) > 1e-2
+            assert json.loads(report.read_text())["scaling_exponent"] == 0
+        else:
+            assert "not positive definite" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("array,words", [

@@ -20,6 +20,9 @@ struct CholeskyOptions {
   /// the failing region promoted one precision up (HP3 -> HP2 -> HP1 -> SP, TF32 and BF16 -> SP),
   /// until the factorization finishes or the region is all SP / DP.
   bool recover = false;
+  /// Factor 4^-k A when FP16 variants meet a matrix far from 1 (see cholesky_tiles). False runs the
+  /// variants on A as given, as study 002 did (FP16 overflows and underflows included).
+  bool scale = true;
   /// CUDA devices of this host to factor on (empty: where `a` lives: the CPU for host memory,
   /// its device for device memory). Tile columns are dealt round-robin over the listed devices;
   /// each panel goes to every device peer to peer; each device updates its own columns. `a` may
@@ -70,6 +73,9 @@ struct CholeskyReport {
   std::int64_t host_to_device_bytes = 0;
   std::int64_t device_to_host_bytes = 0;
   std::int64_t device_to_device_bytes = 0;
+  /// k when the matrix was factored as 4^-k A (the factor scaled back by 2^k, both exact) to keep
+  /// the FP16 variants' data in FP16's range; 0 when it was not scaled (see cholesky_tiles).
+  std::int64_t scaling_exponent = 0;
 
   /// Tiles of one variant.
   [[nodiscard]] std::int64_t count(GemmVariant v) const noexcept {
@@ -86,6 +92,7 @@ struct CholeskyReport {
     f("host_to_device_bytes", host_to_device_bytes);
     f("device_to_host_bytes", device_to_host_bytes);
     f("device_to_device_bytes", device_to_device_bytes);
+    f("scaling_exponent", scaling_exponent);
   }
 };
 
@@ -100,6 +107,14 @@ struct CholeskyReport {
 /// NotPositiveDefinite naming the tile, the pivot and the policy; NumericalError on an FP16
 /// overflow; with options.recover these two are retried as described there, and `a` is restored to
 /// the input before each retry.
+///
+/// When options.scale is set, a tile's variant rounds data to FP16 (HP1, HP2, HP3) and the largest
+/// diagonal entry d of A lies outside [2^-6, 2^12], FP16's range would cut the factor's accuracy (entries of L are at
+/// most sqrt(d), the C entries of HP2 / HP3 at most d; FP16 holds normal numbers from 2^-14 to
+/// 65504): the factorization runs on 4^-k A with d moved into [1, 4) and returns 2^k times its
+/// factor, both scalings exact (report.scaling_exponent = k; one read and write of the lower
+/// triangle each way, on the host for a host matrix). The policy sees the norms of A as given.
+/// An error's message then says so, and after it `a` holds partial results of 4^-k A.
 CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options);
 
 }  // namespace halfscope::linalg

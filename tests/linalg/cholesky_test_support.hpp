@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -77,10 +78,12 @@ inline Factoring factoring(const std::vector<double>& a, std::int64_t n, std::in
 }
 
 // Stored entries of `got` that differ from 2^e times `want`'s factor on and below the diagonal,
-// or from got's own input in the strict upper halves of the diagonal tiles (left as they were):
-// the factor of 4^e A0 against that of A0 when the scaling is exact.
+// or, with `upper_kept`, from got's own input in the strict upper halves of the diagonal tiles
+// (the CPU leaves them; the GPU paths use some as scratch): the factor of 4^e A0 against that of
+// A0 when the scaling is exact. `first` describes the first.
 inline std::int64_t scaled_copy_mismatches(const TileLayout& l, const Factoring& got,
-                                           const Factoring& want, int e) {
+                                           const Factoring& want, int e, bool upper_kept,
+                                           std::string* first = nullptr) {
   std::int64_t bad = 0;
   for (std::int64_t j = 0; j < l.tile_cols(); ++j)
     for (std::int64_t i = j; i < l.tile_rows(); ++i) {
@@ -88,9 +91,18 @@ inline std::int64_t scaled_copy_mismatches(const TileLayout& l, const Factoring&
       for (std::int64_t c = 0; c < l.tile_width(j); ++c)
         for (std::int64_t r = 0; r < h; ++r) {
           const std::int64_t x = off + r + c * h;
-          const float w = i == j && r < c ? got.before.data_as<float>()[x]
-                                          : std::ldexp(want.after.data_as<float>()[x], e);
-          bad += got.after.data_as<float>()[x] != w;
+          const bool upper = i == j && r < c;
+          if (upper && !upper_kept) continue;
+          const float w = upper ? got.before.data_as<float>()[x]
+                                : std::ldexp(want.after.data_as<float>()[x], e);
+          const float g = got.after.data_as<float>()[x];
+          if (g == w) continue;
+          if (bad++ == 0 && first)
+            *first = "tile (" + std::to_string(i) + ", " + std::to_string(j) + ") entry (" +
+                     std::to_string(r) + ", " + std::to_string(c) + (upper ? ", upper" : "") +
+                     "): " + std::to_string(g) + " vs " + std::to_string(w) + " (unscaled want " +
+                     std::to_string(want.after.data_as<float>()[x]) + ", input " +
+                     std::to_string(got.before.data_as<float>()[x]) + ")";
         }
     }
   return bad;

@@ -97,8 +97,9 @@ struct CholeskyReport {
 };
 
 /// Factors the symmetric positive definite matrix held in `a` (a lower, float32 TileMatrix, in
-/// host or device memory) in place: on return its lower triangle holds L with A = L L^T (the upper
-/// half of diagonal tiles is left as it was). POTRF of the diagonal tiles, TRSM and SYRK run in
+/// host or device memory) in place: on return its lower triangle holds L with A = L L^T (the strict
+/// upper half of the diagonal tiles is left as it was on the CPU; the GPU paths may use it as
+/// scratch). POTRF of the diagonal tiles, TRSM and SYRK run in
 /// FP32; each GEMM that updates tile (i, j) runs in the variant options.policy chooses for (i, j)
 /// from the input's tile and matrix Frobenius norms. On the host it runs as OpenMP tasks over tiles
 /// (right-looking, no barrier per step); on a device with cuSOLVER / cuBLAS on two streams ordered

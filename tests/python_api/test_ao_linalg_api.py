@@ -60,6 +60,26 @@ def test_cholesky_hp1_is_looser_but_bounded(spd_matrix):
     assert ratio > 4 * sp
 
 
+def test_cholesky_scales_small_units_for_fp16(spd_matrix):
+    # At 1e-24 the factor's entries (~1e-12) are below FP16's subnormals: unscaled, HP1 flushes
+    # its operands to zero; scaled (4^-k A with the largest diagonal in [1, 4)) it keeps the bound.
+    a, _ = spd_matrix
+    n = a.shape[0]
+    small = (a * 1e-24).astype(np.float32).astype(np.float64)
+    L, report = hs.linalg.cholesky(small, policy="uniform:HP1", tile=64, device="cpu",
+                                   full_output=True)
+    d = small.diagonal().max()
+    assert 1 <= d * 4.0 ** -report["scaling_exponent"] < 4, report
+    assert backward_ratio(small, L) <= 2 * U16 + U16 ** 2 + gamma(n + 1, U32) + U32
+    try:
+        L0, r0 = hs.linalg.cholesky(small, policy="uniform:HP1", tile=64, device="cpu",
+                                    scale=False, full_output=True)
+        assert r0["scaling_exponent"] == 0
+        assert backward_ratio(small, L0) > 100 * backward_ratio(small, L)
+    except hs.NotPositiveDefinite:
+        pass
+
+
 def test_not_positive_definite_names_the_tile(spd_matrix):
     a, _ = spd_matrix
     a = a.copy()

@@ -127,9 +127,7 @@ void add_device_traffic(const TileMatrix& a, const std::vector<int>& devices,
 // does not fit FP16 moves its tile straight to HP1 (C in FP32). Other failures: promote_region.
 bool detail::promote_failure(std::vector<GemmVariant>& variants, std::int64_t nt,
                              const detail::FailedTile& f, std::string& change) {
-  const auto half = [](GemmVariant v) {
-    return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
-  };
+  const auto half = gemm_variant_uses_fp16;
   std::map<std::string, std::int64_t> moves;
   auto move = [&](std::int64_t i, std::int64_t j, GemmVariant to) {
     GemmVariant& v = variants[static_cast<std::size_t>(i * nt + j)];
@@ -194,7 +192,11 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   [[maybe_unused]] const auto check_input = [&a](std::int64_t first_column) {
     detail::require_finite(a, detail::tile_norms(a, first_column), "cholesky_tiles: the matrix");
   };
+  // A policy that ignores the norms tells its variants at once (Policy::reads_norms).
   std::vector<GemmVariant> variants;
+  if (!options.policy.reads_norms())
+    variants = detail::choose_variants(
+        a.layout, std::vector<double>(static_cast<std::size_t>(nt * nt), 0.0), options.policy);
   // Out of core with a policy that ignores the norms, the checks (they read the whole host
   // matrix: 0.3 s for 20 GB) run beside the first slab, whose columns go back only after they
   // passed; everywhere else they come first.
@@ -204,8 +206,6 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   [[maybe_unused]] std::int64_t ooc_budget = 0;
 #if HALFSCOPE_WITH_CUDA
   if (!options.policy.reads_norms() && options.devices.size() == 1 && !a.storage.on_device()) {
-    const std::vector<double> unread(static_cast<std::size_t>(nt * nt), 0.0);
-    variants = detail::choose_variants(a.layout, unread, options.policy);
     ooc_budget = out_of_core_budget(a, variants, options);
     checks_beside = ooc_budget > 0;
   }
@@ -213,12 +213,9 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
   // FP16 variants on a matrix far from 1: factor 4^-k A (exact) and scale L back (scaling.hpp).
   // k_fp16 is the k should the variants round to FP16; the largest entry bounds the scaled matrix
   // from above: from the tile norms, or one host pass (scaling up out of core only).
-  // (A policy that ignores the norms tells its variants at once: SP alone reads no diagonal.)
+  // (SP alone reads no diagonal.)
   const bool may_scale =
-      options.scale &&
-      (options.policy.reads_norms() ||
-       detail::rounds_to_fp16(detail::choose_variants(
-           a.layout, std::vector<double>(static_cast<std::size_t>(nt * nt), 0.0), options.policy)));
+      options.scale && (options.policy.reads_norms() || detail::rounds_to_fp16(variants));
   const double d = may_scale ? detail::max_diagonal(a) : 0.0;
   int k_fp16 = 0;
   if (checks_beside) {
@@ -231,7 +228,7 @@ CholeskyReport cholesky_tiles(TileMatrix& a, const CholeskyOptions& options) {
     // The policy sees the norms of the matrix as its FP16 variants would factor it (adaptive's
     // FP16 overflow guard then judges the scaled tiles); exact, powers of two.
     for (double& x : norms) x = std::ldexp(x, -2 * k_fp16);
-    variants = detail::choose_variants(a, norms, options.policy);
+    if (options.policy.reads_norms()) variants = detail::choose_variants(a, norms, options.policy);
 #if HALFSCOPE_WITH_CUDA
     if (!options.devices.empty()) ooc_budget = out_of_core_budget(a, variants, options);
 #endif

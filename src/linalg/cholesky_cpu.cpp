@@ -107,10 +107,6 @@ bool exceeds_half(const float* t, std::int64_t rows, std::int64_t cols) {
 
 namespace {
 
-bool operand_format_is_half(GemmVariant v) {
-  return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
-}
-
 // First exception thrown by any task; the others see `failed` and skip their work.
 struct FailureSlot {
   std::atomic<bool> failed{false};
@@ -205,7 +201,7 @@ void cholesky_cpu(TileMatrix& a, const std::vector<GemmVariant>& variants,
                 // FP16 variants can overflow an input: BF16 / TF32 keep FP32's exponent range.
                 FailedTile f{i, j};
                 for (const std::int64_t o : {i, j}) {
-                  if (!operand_format_is_half(v) || !exceeds_half(tile(o, k), height(o), height(k)))
+                  if (!gemm_variant_uses_fp16(v) || !exceeds_half(tile(o, k), height(o), height(k)))
                     continue;
                   f.part = FailedPart::operand, f.oi = o, f.ok = k;
                   return f;

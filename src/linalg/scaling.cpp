@@ -16,10 +16,6 @@
 namespace halfscope::linalg::detail {
 namespace {
 
-bool rounds_to_half(GemmVariant v) {
-  return v == GemmVariant::HP1 || v == GemmVariant::HP2 || v == GemmVariant::HP3;
-}
-
 // The tile columns' pieces for the loops below: where tile column j starts (its diagonal tile),
 // its width and where it ends, in elements.
 struct Columns {
@@ -40,7 +36,7 @@ Columns columns(const TileLayout& l) {
 }  // namespace
 
 bool rounds_to_fp16(const std::vector<GemmVariant>& variants) {
-  return std::any_of(variants.begin(), variants.end(), rounds_to_half);
+  return std::any_of(variants.begin(), variants.end(), gemm_variant_uses_fp16);
 }
 
 int fp16_scaling_exponent(double max_diagonal, double max_entry) {
@@ -62,6 +58,13 @@ std::string scaled_policy_text(const std::string& policy, int k) {
   return k == 0 ? policy : policy + " on A scaled by 2^" + std::to_string(-2 * k);
 }
 
+double tile_diagonal_max(const float* tile, std::int64_t h) {
+  double d = -std::numeric_limits<double>::infinity();
+  for (std::int64_t i = 0; i < h; ++i)
+    if (tile[i * (h + 1)] > d) d = tile[i * (h + 1)];  // false for NaN
+  return d;
+}
+
 double max_diagonal(const TileMatrix& a) {
   const TileLayout& l = a.layout;
   const std::int64_t nt = l.tile_rows();
@@ -74,13 +77,9 @@ double max_diagonal(const TileMatrix& a) {
 #endif
   }
   double d = -std::numeric_limits<double>::infinity();
-  const float* base = a.storage.data_as<float>();
-  for (std::int64_t t = 0; t < nt; ++t) {
-    const float* tile = base + l.tile_offset(t, t);
-    const std::int64_t h = l.tile_height(t);
-    for (std::int64_t i = 0; i < h; ++i)
-      if (tile[i * (h + 1)] > d) d = tile[i * (h + 1)];  // false for NaN
-  }
+  for (std::int64_t t = 0; t < nt; ++t)
+    d = std::max(
+        d, tile_diagonal_max(a.storage.data_as<float>() + l.tile_offset(t, t), l.tile_height(t)));
   return d;
 }
 

@@ -39,6 +39,10 @@ bool rounds_to_fp16(const std::vector<GemmVariant>& variants);
 /// " on A scaled by 2^-2k" (any value a message quotes is then of the scaled matrix).
 std::string scaled_policy_text(const std::string& policy, int k);
 
+/// The largest diagonal entry of one column-major host diagonal tile of h x h (NaN skipped; -inf
+/// for h = 0): each rank's share of max_diagonal in the MPI Cholesky.
+double tile_diagonal_max(const float* tile, std::int64_t h);
+
 /// The largest diagonal entry of a lower float32 tile matrix in host or device memory (NaN
 /// entries are skipped; -inf for an empty matrix). Reads the n diagonal entries only.
 double max_diagonal(const TileMatrix& a);

@@ -11,7 +11,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -137,13 +136,9 @@ double global_max_diagonal(const DistTileMatrix& a) {
   const std::int64_t nt = layout.tile_rows();
   std::vector<double> maxima(static_cast<std::size_t>(nt), 0.0);
   for (std::int64_t k = 0; k < nt; ++k) {
-    if (!a.owns(k, k)) continue;
-    const float* t = a.tile(k, k);
-    const std::int64_t h = layout.tile_height(k);
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::int64_t i = 0; i < h; ++i)
-      if (t[i * (h + 1)] > m) m = t[i * (h + 1)];  // false for NaN
-    maxima[static_cast<std::size_t>(k)] = m;
+    if (a.owns(k, k))
+      maxima[static_cast<std::size_t>(k)] =
+          linalg::detail::tile_diagonal_max(a.tile(k, k), layout.tile_height(k));
   }
   a.comm().sum(std::span<double>(maxima));
   return maxima.empty() ? 0.0 : *std::max_element(maxima.begin(), maxima.end());

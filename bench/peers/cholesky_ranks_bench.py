@@ -24,7 +24,6 @@ import json
 import os
 import pathlib
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from peer_common import write_report  # noqa: E402
+from peer_common import time_stats, write_report  # noqa: E402
 from mfilter_devices_bench import commit  # noqa: E402
 
 
@@ -93,8 +92,7 @@ def factor(command, out, repeats):
                 sys.exit(f"cholesky_ranks_bench: {' '.join(command)} failed:\n{res.stderr}")
             report = json.loads(pathlib.Path(r.name).read_text())
         times.append(report["factor_ms"])
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}, report
+    return time_stats(times), report
 
 
 def main(argv=None):

@@ -16,7 +16,6 @@ its message. Writes the benchmark JSON schema of bench/README.md.
 import argparse
 import json
 import pathlib
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cholesky_ranks_bench import cli_devices, save  # noqa: E402
+from peer_common import time_stats  # noqa: E402
 
 
 def write_matrix(path, n, scale, block=2048):
@@ -55,8 +55,7 @@ def run(command, repeats):
             report = json.loads(pathlib.Path(r.name).read_text())
         if repeat < repeats:
             times.append(report["factor_ms"])
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}, report
+    return time_stats(times), report
 
 
 def main(argv=None):

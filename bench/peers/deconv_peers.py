@@ -24,13 +24,12 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from peer_common import write_report
+from peer_common import time_stats, write_report
 
 U32 = 2.0 ** -24  # FP32 unit roundoff
 
@@ -119,8 +118,7 @@ def case(impl, fft_name, snr, meta, times, distances, target, device):
         params["iterations_to_target"] = hit + 1
         params["solver_ms_to_target"] = float(sum(times[: hit + 1]))
     return {"implementation": impl, "method": "cg", "precision": "single", "params": params,
-            "median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times), "GBps": None, "TFLOPs": None,
+            **time_stats(times), "GBps": None, "TFLOPs": None,
             "error": {"final_distance": distances[-1]}}
 
 

@@ -19,7 +19,6 @@ import argparse
 import datetime
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from peer_common import write_report  # noqa: E402
+from peer_common import time_stats, write_report  # noqa: E402
 
 
 def network_case(templates, channels, length, samples, seed):
@@ -53,8 +52,7 @@ def timed(fn, repeats):
         t0 = time.perf_counter()
         result = fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}, result
+    return time_stats(times), result
 
 
 def commit():

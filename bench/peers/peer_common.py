@@ -20,6 +20,11 @@ def cuda_time(fn, repeats, torch, max_ms):
         times.append(start.elapsed_time(stop))
         if i >= 2 and sum(times) > max_ms:
             break
+    return time_stats(times)
+
+
+def time_stats(times):
+    """Median, min, max (ms) and count of a list of timings, as the benchmark schema names them."""
     return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
             "repeats": len(times)}
 

@@ -25,14 +25,13 @@ halfscope.
 import argparse
 import datetime
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from peer_common import cuda_time, write_report
+from peer_common import cuda_time, time_stats, write_report
 
 MAX_MS_PER_CASE = 3000.0   # time budget of one case's timed calls (>= 3 calls always)
 CONV_CASES = ((64, 3), (4096, 15))
@@ -75,8 +74,7 @@ def cpu_time(fn, repeats, max_ms=MAX_MS_PER_CASE):
         times.append((time.perf_counter() - t0) * 1e3)
         if sum(times) > max_ms:
             break
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-            "repeats": len(times)}
+    return time_stats(times)
 
 
 def conv_errors(ref, x):

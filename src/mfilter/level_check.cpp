@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "halfscope/core/error.hpp"
+#include "halfscope/core/precision.hpp"
 #include "mfilter/backends.hpp"
 
 namespace halfscope::mfilter {
@@ -84,15 +85,9 @@ std::string number(double v) {
 }  // namespace
 
 double level_rounding_unit(Precision precision) {
-  switch (precision) {
-    case Precision::Half:
-    case Precision::Mixed:
-      return 0x1p-11;
-    case Precision::BF16:
-      return 0x1p-8;
-    default:
-      return 0.0;
-  }
+  // The 16-bit storage formats' units (FP16 2^-11, BF16 2^-8); wider storage is not checked.
+  const double u = storage_unit_roundoff(precision);
+  return u >= 0x1p-11 ? u : 0.0;
 }
 
 bool level_check_applies(const Prepared& p) {

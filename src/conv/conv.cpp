@@ -155,6 +155,18 @@ void require_not_vanished(const ConversionReport& r, const Array& stored, const 
                        " of them): scale the input up, or use a wider precision");
 }
 
+// The checks of one conversion of input `what` to p's storage, `stored`: no value beyond the
+// format, and for FP16 / BF16 not every nonzero value underflowed.
+void check_conversion(const ConversionReport& r, const Array& stored, Precision p,
+                      const char* what) {
+  const DType want = storage_dtype(p);
+  const std::string where = std::string("convolve2d: ") + what + " in " +
+                            std::string(precision_name(p)) + " storage (" +
+                            std::string(dtype_name(want)) + ")";
+  require_finite(r, where);
+  if (want == DType::f16 || want == DType::bf16) require_not_vanished(r, stored, where);
+}
+
 // The input in the precision's storage type, C-contiguous, in `memory`: the array itself when it
 // already is (no copy). A value that does not fit the storage type (FP16 overflow) is an error,
 // never an inf, and so is an input that underflows to zero entirely.
@@ -170,11 +182,7 @@ Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
       (want == DType::f16 || want == DType::bf16)) {
     ConversionReport r;
     Array s = want == DType::f16 ? to_half_device(a, &r) : to_bf16_device(a, &r);
-    const std::string where = std::string("convolve2d: ") + what + " in " +
-                              std::string(precision_name(p)) + " storage (" +
-                              std::string(dtype_name(want)) + ")";
-    require_finite(r, where);
-    require_not_vanished(r, s, where);
+    check_conversion(r, s, p, what);
     return s;
   }
 #endif
@@ -185,11 +193,7 @@ Array to_storage(const Array& a, Precision p, Memory memory, const char* what) {
   } else {
     ConversionReport r;
     s = host.astype(want, &r);
-    const std::string where = std::string("convolve2d: ") + what + " in " +
-                              std::string(precision_name(p)) + " storage (" +
-                              std::string(dtype_name(want)) + ")";
-    require_finite(r, where);
-    if (want == DType::f16 || want == DType::bf16) require_not_vanished(r, s, where);
+    check_conversion(r, s, p, what);
   }
   return memory == Memory::device ? s.to(Memory::device) : s;
 }
